@@ -1,0 +1,120 @@
+"""Loss-free file I/O shared by every command: atomic writes and line-precise JSONL reading."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import srsly
+
+from .errors import InputError
+
+
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    A crash or exception leaves the previous file (or nothing) rather than a half-written one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """Build a directory under a temporary name and rename it to ``path`` only when complete."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise InputError(f"{path} already exists; choose another output path or pass --overwrite")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """Open a plain or gzip-compressed text file as strict UTF-8."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
+    return open(path, encoding="utf-8", errors="strict")
+
+
+@dataclass
+class JsonlStats:
+    """Counts from one pass over a JSONL file (the number of skipped invalid lines, for reports)."""
+
+    lines: int = 0
+    records: int = 0
+    skipped: list[int] = field(default_factory=list)
+
+
+def read_jsonl(
+    path: str | Path, skip_invalid: bool = False, stats: JsonlStats | None = None
+) -> Iterator[dict[str, Any]]:
+    """Stream JSON objects from a (gzipped) JSONL file, naming file and line on any error.
+
+    Blank lines are ignored. With ``skip_invalid`` a malformed line is counted in
+    ``stats.skipped`` instead of stopping the run.
+    """
+    stats = stats if stats is not None else JsonlStats()
+    path = Path(path)
+    with open_text(path) as handle:
+        line_no = 0
+        while True:
+            try:
+                line = handle.readline()
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{path}:{line_no + 1}: not valid UTF-8 ({err.reason} at byte {err.start}); "
+                    "re-encode the file as UTF-8"
+                ) from None
+            if not line:
+                break
+            line_no += 1
+            stats.lines = line_no
+            if not line.strip():
+                continue
+            try:
+                record = srsly.json_loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("expected a JSON object")
+            except ValueError as err:
+                if skip_invalid:
+                    stats.skipped.append(line_no)
+                    continue
+                raise InputError(
+                    f"{path}:{line_no}: invalid JSON line ({err}); fix it or pass --skip-invalid"
+                ) from None
+            stats.records += 1
+            yield record
+
+
+def dumps_jsonl_line(record: dict[str, Any]) -> str:
+    """One JSONL line (compact, UTF-8 kept readable)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"

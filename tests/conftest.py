@@ -1,0 +1,21 @@
+"""Shared fixtures: the location of ../shared/data and helpers to skip cleanly without it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_path(*parts: str) -> Path:
+    """Path under ../shared/data, skipping the calling test when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not available: {path} (tests read ../shared/data beside the checkout)")
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    return shared_path()
