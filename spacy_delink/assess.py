@@ -1,0 +1,118 @@
+"""``delink assess``: the linkage attack's view of each document, as JSONL (and HTML)."""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from tqdm import tqdm
+
+from .corpus import CorpusStats, read_jsonl_documents
+from .detection import analyze, check_k, ngram_records
+from .extensions import risk_from_anonymity
+from .index import CorpusIndex
+from .errors import InputError
+from .io import atomic_write, dumps_jsonl_line
+
+ARITIES = (1,)
+
+
+@dataclass
+class AssessSummary:
+    documents: int = 0
+    linkable_documents: int = 0
+    skipped_lines: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def check_arity(arity: int) -> int:
+    if arity not in ARITIES:
+        raise InputError(f"--arity must be one of {ARITIES}, got {arity}")
+    return arity
+
+
+def assess_text(index: CorpusIndex, doc_id: Any, text: str, k: int, arity: int = 1) -> dict[str, Any]:
+    """One output record (the schema of ``delink assess``) for one document."""
+    analysis = analyze(index, text, k)
+    anonymity = analysis.anonymity()
+    return {
+        "id": doc_id,
+        "k": k,
+        "arity": arity,
+        "linkage_risk": risk_from_anonymity(anonymity),
+        "anonymity": anonymity,
+        "ngrams": ngram_records(analysis),
+        "combinations": [],
+        "combination_linkable": False,
+    }
+
+
+def assess_file(
+    index: CorpusIndex,
+    input_path: Path,
+    output_path: Path,
+    k: int,
+    arity: int = 1,
+    html_path: Path | None = None,
+    skip_invalid: bool = False,
+    progress: bool = True,
+) -> AssessSummary:
+    """Assess every line of ``input_path``; outputs are written atomically."""
+    check_k(k)
+    check_arity(arity)
+    started = time.perf_counter()
+    summary = AssessSummary()
+    stats = CorpusStats()
+    documents = read_jsonl_documents(input_path, skip_invalid=skip_invalid, stats=stats)
+    report: list[tuple[str, dict[str, Any]]] = []
+    with atomic_write(output_path) as out:
+        for doc_id, text in tqdm(documents, desc="assessing", unit="doc", disable=not progress):
+            record = assess_text(index, doc_id, text, k, arity)
+            out.write(dumps_jsonl_line(record))
+            summary.documents += 1
+            summary.linkable_documents += record["anonymity"] is not None
+            if html_path is not None:
+                report.append((text, record))
+    if html_path is not None:
+        write_html_report(report, html_path)
+    summary.skipped_lines = stats.skipped_lines
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _report_docs(report: list[tuple[str, dict[str, Any]]]) -> Iterator[Any]:
+    import spacy
+
+    nlp = spacy.blank("xx")
+    for text, record in report:
+        doc = nlp.make_doc(text)
+        spans = []
+        for ngram in record["ngrams"]:
+            span = doc.char_span(ngram["start"], ngram["end"], label=f"df={ngram['support']}", alignment_mode="expand")
+            if span is not None:
+                spans.append(span)
+        for number, combination in enumerate(record["combinations"], start=1):
+            for member in combination["members"]:
+                label = f"combo {number} (support {combination['support']})"
+                span = doc.char_span(member["start"], member["end"], label=label, alignment_mode="expand")
+                if span is not None:
+                    spans.append(span)
+        doc.spans["sc"] = spans
+        anonymity = record["anonymity"]
+        doc.user_data["title"] = (
+            f"{record['id']} — anonymity {anonymity if anonymity is not None else '≥ k'} (k={record['k']})"
+        )
+        yield doc
+
+
+def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path) -> None:
+    """One page with every document and its linkable spans highlighted (displaCy spans)."""
+    from spacy import displacy
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\[W117\]")  # a document without spans is fine here
+        html = displacy.render(list(_report_docs(report)), style="span", page=True, options={"spans_key": "sc"})
+    with atomic_write(path) as handle:
+        handle.write(html)

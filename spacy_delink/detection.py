@@ -1,0 +1,173 @@
+"""SPEC §4 and §6 at arity 1: linkable n-grams, the minimal linkable set, anonymity.
+
+Lookups go level by level. Level 1 looks up every token; level n only the positions
+whose (n−1)-gram prefix and suffix both occur in at least two documents. That is the
+index's own reduction (see ``index.builder``) and it is lossless for every k ≥ 2:
+
+* df is anti-monotone under containment, so an occurrence strictly contains a linkable
+  one iff its prefix or suffix is linkable; a linkable occurrence is therefore minimal
+  iff n = 1 or both its prefix and suffix have df ≥ k — and those are always looked up.
+* an n-gram skipped because a sub-gram has df ≤ 1 has df ≤ 1 itself: it is not frequent,
+  and when it is linkable the df = 1 sub-gram already sets ``anonymity`` to 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+from .index import CorpusIndex
+from .index.hashing import extend
+from .tokenization import Tokens
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
+        raise InputError(f"k must be an integer >= 2 (k = 2 means singling out), got {k!r}")
+    return k
+
+
+@dataclass
+class LevelLookup:
+    """The n-grams of one length that were looked up: start positions, keys, rows, df."""
+
+    n: int
+    positions: np.ndarray
+    keys: np.ndarray
+    rows: np.ndarray
+    df: np.ndarray
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One n-gram occurrence: token range ``[token, token + n)`` and character offsets."""
+
+    token: int
+    n: int
+    start: int
+    end: int
+    support: int
+    row: int
+
+    @property
+    def risk(self) -> float:
+        return 1.0 / self.support
+
+
+@dataclass
+class LinkageAnalysis:
+    """Every lookup for one text against one index; the SPEC outputs derive from it."""
+
+    text: str
+    tokens: Tokens
+    levels: list[LevelLookup]
+    k: int
+    df_at: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def _occurrence(self, level: LevelLookup, j: int) -> Occurrence:
+        token = int(level.positions[j])
+        return Occurrence(
+            token=token,
+            n=level.n,
+            start=int(self.tokens.starts[token]),
+            end=int(self.tokens.ends[token + level.n - 1]),
+            support=int(level.df[j]),
+            row=int(level.rows[j]),
+        )
+
+    def df_of(self, n: int) -> np.ndarray:
+        """df of the n-gram starting at each position (0 when absent or not looked up), length T+1."""
+        table = self.df_at.get(n)
+        if table is None:
+            table = np.zeros(len(self.tokens) + 1, dtype=np.int64)
+            if n - 1 < len(self.levels):
+                level = self.levels[n - 1]
+                table[level.positions] = level.df
+            self.df_at[n] = table
+        return table
+
+    def linkable(self) -> list[Occurrence]:
+        """All linkable occurrences (1 <= df < k) that can affect a SPEC output."""
+        found = []
+        for level in self.levels:
+            for j in np.flatnonzero((level.df >= 1) & (level.df < self.k)):
+                found.append(self._occurrence(level, int(j)))
+        return found
+
+    def minimal(self) -> list[Occurrence]:
+        """SPEC §4's minimal linkable set, sorted by start then end offset."""
+        found = []
+        for level in self.levels:
+            mask = (level.df >= 1) & (level.df < self.k)
+            if level.n > 1:
+                shorter = self.df_of(level.n - 1)
+                mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
+            found.extend(self._occurrence(level, int(j)) for j in np.flatnonzero(mask))
+        found.sort(key=lambda o: (o.start, o.end))
+        return found
+
+    def frequent_maximal(self) -> list[Occurrence]:
+        """Frequent occurrences (df >= k) not strictly contained in another frequent one."""
+        found = []
+        max_n = len(self.levels)
+        for level in self.levels:
+            mask = level.df >= self.k
+            if level.n < max_n:
+                longer = self.df_of(level.n + 1)
+                left = np.maximum(level.positions - 1, 0)
+                mask &= longer[level.positions] < self.k
+                mask &= (level.positions == 0) | (longer[left] < self.k)
+            found.extend(self._occurrence(level, int(j)) for j in np.flatnonzero(mask))
+        found.sort(key=lambda o: (o.start, o.end))
+        return found
+
+    def anonymity(self) -> int | None:
+        """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
+        best: int | None = None
+        for level in self.levels:
+            linkable = level.df[(level.df >= 1) & (level.df < self.k)]
+            if len(linkable):
+                low = int(linkable.min())
+                best = low if best is None else min(best, low)
+        return best
+
+
+def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> LinkageAnalysis:
+    """Look up every n-gram of ``text`` that can matter (see module docstring)."""
+    check_k(k)
+    max_n = index.max_n if max_n is None else min(max_n, index.max_n)
+    tokens, digests = index.tokenize(text)
+    count = len(tokens)
+    remaining = tokens.remaining
+    levels: list[LevelLookup] = []
+    keys_at = np.zeros(count, dtype=np.uint64)
+    df_at = np.zeros(count + 1, dtype=np.int64)
+    for n in range(1, max_n + 1):
+        if n == 1:
+            positions = np.arange(count)
+            keys = digests
+        else:
+            viable = (remaining >= n) & (df_at[:count] >= 2) & (df_at[1 : count + 1] >= 2)
+            positions = np.flatnonzero(viable)
+            if not len(positions):
+                break
+            keys = extend(keys_at[positions], digests[positions + n - 1])
+        level = index.levels[n]
+        rows = level.find(keys)
+        df = level.df(rows)
+        levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
+        keys_at = np.zeros(count, dtype=np.uint64)
+        keys_at[positions] = keys
+        df_at = np.zeros(count + 1, dtype=np.int64)
+        df_at[positions] = df
+    return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k)
+
+
+def ngram_records(analysis: LinkageAnalysis) -> list[dict[str, Any]]:
+    """The ``ngrams`` list of ``delink assess``: the minimal linkable set with offsets."""
+    return [
+        {"start": o.start, "end": o.end, "text": analysis.text[o.start : o.end], "support": o.support}
+        for o in analysis.minimal()
+    ]

@@ -1,0 +1,82 @@
+"""The ``delink_risk`` component: SPEC §4's minimal linkable set on spaCy Docs.
+
+Phrases are found on ``doc.text`` with the index's own tokenization and aligned to the
+pipeline's tokens by character offsets (expanding to token boundaries), so any spaCy
+language and tokenizer works.
+"""
+from __future__ import annotations
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+
+from .detection import analyze
+from .extensions import risk_from_anonymity, set_token_risks
+from .pipeline import IndexedComponent
+
+NGRAM_LABEL = "NGRAM"
+
+
+class LinkageRiskAnnotator(IndexedComponent):
+    """Marks every minimal linkable phrase and scores Doc, Span and Token."""
+
+    def __init__(
+        self,
+        nlp: Language,
+        name: str,
+        index: str,
+        k: int,
+        key_file: str | None,
+        verify: bool,
+        copy_index: bool,
+        spans_key: str,
+    ) -> None:
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        self.spans_key = spans_key
+
+    def __call__(self, doc: Doc) -> Doc:
+        analysis = analyze(self.index, doc.text, self.k)
+        spans = []
+        for occurrence in analysis.minimal():
+            span = doc.char_span(occurrence.start, occurrence.end, label=NGRAM_LABEL, alignment_mode="expand")
+            if span is None:
+                continue
+            span._.support = occurrence.support
+            span._.linkage_risk = occurrence.risk
+            spans.append(span)
+        doc.spans[self.spans_key] = spans
+        set_token_risks(doc, spans)
+        doc._.anonymity = analysis.anonymity()
+        doc._.linkage_risk = risk_from_anonymity(doc._.anonymity)
+        return doc
+
+    def _settings(self) -> dict[str, object]:
+        return {"k": self.k, "spans_key": self.spans_key}
+
+    def _load_settings(self, settings: dict[str, object]) -> None:
+        super()._load_settings(settings)
+        self.spans_key = str(settings["spans_key"])
+
+
+@Language.factory(
+    "delink_risk",
+    default_config={
+        "index": "",
+        "k": 2,
+        "key_file": None,
+        "verify": True,
+        "copy_index": False,
+        "spans_key": "linkable",
+    },
+)
+def make_risk_annotator(
+    nlp: Language,
+    name: str,
+    index: str,
+    k: int,
+    key_file: str | None,
+    verify: bool,
+    copy_index: bool,
+    spans_key: str,
+) -> LinkageRiskAnnotator:
+    """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
+    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key)

@@ -1,0 +1,85 @@
+"""The `delink_risk` spaCy component: attributes, alignment, serialization, multiprocessing."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import spacy
+
+import spec_oracle
+from spacy_delink.errors import InputError
+from spacy_delink.index import IndexBuilder
+
+CORPUS = [
+    "The applicant's farm near the river Mura was sold.",
+    "The applicant's farm was sold in 1994.",
+    "The farm near the river was sold.",
+]
+TEXT = "Her farm near the river Mura was sold."
+
+
+@pytest.fixture
+def index_path(tmp_path: Path) -> Path:
+    path = tmp_path / "index"
+    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
+    return path
+
+
+def test_spans_scores_and_tokens(index_path: Path) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 3})
+    doc = nlp(TEXT)
+    spans = doc.spans["linkable"]
+    assert [(s.text, s.label_, s._.support) for s in spans] == [("near", "NGRAM", 2), ("river", "NGRAM", 2), ("Mura", "NGRAM", 1)]
+    assert [s._.linkage_risk for s in spans] == [0.5, 0.5, 1.0]
+    assert doc._.anonymity == 1 and doc._.linkage_risk == 1.0
+    risks = {t.text: t._.linkage_risk for t in doc}
+    assert risks["Mura"] == 1.0 and risks["near"] == 0.5 and risks["farm"] == 0.0
+    expected = spec_oracle.assess(CORPUS, TEXT, 3, 8)["ngrams"]
+    assert [(s.start_char, s.end_char, s._.support) for s in spans] == expected
+
+
+def test_nothing_linkable(index_path: Path) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": str(index_path)})
+    doc = nlp("Farm. The river. Sold.")
+    assert list(doc.spans["linkable"]) == [] and doc._.anonymity is None and doc._.linkage_risk == 0.0
+    assert nlp("")._.anonymity is None
+
+
+def test_alignment_expands_to_pipeline_tokens(index_path: Path) -> None:
+    nlp = spacy.blank("xx")
+    nlp.tokenizer = lambda text: spacy.tokens.Doc(nlp.vocab, words=text.split(" "))  # coarse tokens
+    nlp.add_pipe("delink_risk", config={"index": str(index_path)})
+    doc = nlp("near Mura-river too")
+    assert [s.text for s in doc.spans["linkable"]] == ["Mura-river"]
+
+
+def test_round_trip_referenced_and_copied(index_path: Path, tmp_path: Path) -> None:
+    for copy in (False, True):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 3, "copy_index": copy})
+        out = tmp_path / f"pipeline-{copy}"
+        nlp.to_disk(out)
+        assert (out / "delink_risk" / "index").exists() == copy
+        assert not list(out.rglob("*.key")), "the secret key must never be copied into a pipeline"
+        loaded = spacy.load(out)
+        doc = loaded(TEXT)
+        assert [s.text for s in doc.spans["linkable"]] == ["near", "river", "Mura"]
+
+
+def test_pipe_with_two_processes(index_path: Path) -> None:
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 3})
+    docs = list(nlp.pipe([TEXT, "Farm. Sold.", TEXT] * 3, n_process=2, batch_size=2))
+    assert [d._.anonymity for d in docs] == [1, None, 1] * 3
+    assert [s.text for s in docs[-1].spans["linkable"]] == ["near", "river", "Mura"]
+
+
+def test_bad_configuration(index_path: Path) -> None:
+    nlp = spacy.blank("en")
+    with pytest.raises(InputError, match="k must be"):
+        nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 1})
+    nlp.add_pipe("delink_risk")
+    with pytest.raises(InputError, match="has no index"):
+        nlp("text")
