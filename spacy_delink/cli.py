@@ -124,7 +124,8 @@ def privacy_level_command(
         return
     typer.echo(f"{report.rows:,} rows; QIs: {', '.join(report.quasi_identifiers)}; sensitive: {', '.join(report.sensitive)}")
     typer.echo(f"{'attribute':<32} {'known':<32} {'DR':>7} {'IR':>7} {'PL':>7}")
-    measures = [report.overall, *report.per_sensitive.values(), *report.local.values()]
+    singles = report.per_sensitive.values() if len(report.sensitive) > 1 else ()
+    measures = [report.overall, *singles, *report.local.values()]
     for measure in measures:
         typer.echo(
             f"{', '.join(measure.attributes):<32.32} {', '.join(measure.known) or '-':<32.32} "
@@ -190,7 +191,7 @@ def train_redactor_command(
     embedder: str = typer.Option("minilm", "--embedder", help="minilm, or spacy to use the base model's doc.tensor."),
     epochs: int = typer.Option(30, "--epochs", help="Most training epochs (early stopping may end sooner)."),
     patience: int = typer.Option(5, "--patience", help="Epochs without held-out improvement before stopping."),
-    batch_size: int = typer.Option(64, "--batch-size", help="Texts per side in each training batch."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Texts per side in each training batch."),
     seed: int = typer.Option(0, "--seed", help="Seed for the held-out split, batches and weights."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:

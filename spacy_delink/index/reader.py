@@ -34,6 +34,8 @@ class Level:
 
     def df(self, rows: np.ndarray) -> np.ndarray:
         """Document frequency of each row (0 for -1)."""
+        if not len(self.keys):
+            return np.zeros(len(rows), dtype=np.int64)
         safe = np.maximum(rows, 0)
         counts = (self.offsets[safe + 1] - self.offsets[safe]).astype(np.int64)
         return np.where(rows >= 0, counts, 0)
