@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 from tqdm import tqdm
 
+from .combinations import analyze_combinations, check_max_combinations, combination_records
 from .corpus import CorpusStats, read_jsonl_documents
 from .detection import analyze, check_k, ngram_records
 from .extensions import risk_from_anonymity
@@ -16,7 +17,8 @@ from .index import CorpusIndex
 from .errors import InputError
 from .io import atomic_write, dumps_jsonl_line
 
-ARITIES = (1,)
+ARITIES = (1, 2, 3)
+DEFAULT_MAX_COMBINATIONS = 1000
 
 
 @dataclass
@@ -33,10 +35,24 @@ def check_arity(arity: int) -> int:
     return arity
 
 
-def assess_text(index: CorpusIndex, doc_id: Any, text: str, k: int, arity: int = 1) -> dict[str, Any]:
+def assess_text(
+    index: CorpusIndex,
+    doc_id: Any,
+    text: str,
+    k: int,
+    arity: int = 1,
+    max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document."""
     analysis = analyze(index, text, k)
     anonymity = analysis.anonymity()
+    combinations: list[dict[str, Any]] = []
+    combination_linkable = False
+    if arity >= 2:
+        result = analyze_combinations(index, analysis, arity, max_combinations=max_combinations, flags=False)
+        anonymity = result.anonymity
+        combinations = combination_records(text, result, max_combinations)
+        combination_linkable = result.combination_linkable
     return {
         "id": doc_id,
         "k": k,
@@ -44,8 +60,8 @@ def assess_text(index: CorpusIndex, doc_id: Any, text: str, k: int, arity: int =
         "linkage_risk": risk_from_anonymity(anonymity),
         "anonymity": anonymity,
         "ngrams": ngram_records(analysis),
-        "combinations": [],
-        "combination_linkable": False,
+        "combinations": combinations,
+        "combination_linkable": combination_linkable,
     }
 
 
@@ -58,10 +74,12 @@ def assess_file(
     html_path: Path | None = None,
     skip_invalid: bool = False,
     progress: bool = True,
+    max_combinations: int = DEFAULT_MAX_COMBINATIONS,
 ) -> AssessSummary:
     """Assess every line of ``input_path``; outputs are written atomically."""
     check_k(k)
     check_arity(arity)
+    check_max_combinations(max_combinations)
     started = time.perf_counter()
     summary = AssessSummary()
     stats = CorpusStats()
@@ -69,7 +87,7 @@ def assess_file(
     report: list[tuple[str, dict[str, Any]]] = []
     with atomic_write(output_path) as out:
         for doc_id, text in tqdm(documents, desc="assessing", unit="doc", disable=not progress):
-            record = assess_text(index, doc_id, text, k, arity)
+            record = assess_text(index, doc_id, text, k, arity, max_combinations)
             out.write(dumps_jsonl_line(record))
             summary.documents += 1
             summary.linkable_documents += record["anonymity"] is not None

@@ -65,17 +65,7 @@ class LinkageAnalysis:
     levels: list[LevelLookup]
     k: int
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
-
-    def _occurrence(self, level: LevelLookup, j: int) -> Occurrence:
-        token = int(level.positions[j])
-        return Occurrence(
-            token=token,
-            n=level.n,
-            start=int(self.tokens.starts[token]),
-            end=int(self.tokens.ends[token + level.n - 1]),
-            support=int(level.df[j]),
-            row=int(level.rows[j]),
-        )
+    _minimal: list[Occurrence] | None = None
 
     def df_of(self, n: int) -> np.ndarray:
         """df of the n-gram starting at each position (0 when absent or not looked up), length T+1."""
@@ -88,29 +78,44 @@ class LinkageAnalysis:
             self.df_at[n] = table
         return table
 
-    def linkable(self) -> list[Occurrence]:
-        """All linkable occurrences (1 <= df < k) that can affect a SPEC output."""
-        found = []
-        for level in self.levels:
-            for j in np.flatnonzero((level.df >= 1) & (level.df < self.k)):
-                found.append(self._occurrence(level, int(j)))
-        return found
+    def _select(self, masks: list[np.ndarray], unique_keys: bool = False) -> list[Occurrence]:
+        """Occurrences chosen by one mask per level, in text order (first per key if asked)."""
+        chosen = [(level, np.flatnonzero(mask)) for level, mask in zip(self.levels, masks)]
+        if not chosen:
+            return []
+        n = np.concatenate([np.full(len(j), level.n) for level, j in chosen]).astype(np.int64)
+        token = np.concatenate([level.positions[j] for level, j in chosen]).astype(np.int64)
+        support = np.concatenate([level.df[j] for level, j in chosen]).astype(np.int64)
+        row = np.concatenate([level.rows[j] for level, j in chosen]).astype(np.int64)
+        start = self.tokens.starts[token]
+        end = self.tokens.ends[token + n - 1]
+        order = np.lexsort((end, start))
+        if unique_keys and len(order):
+            key = n[order] << 40 | row[order]
+            _, first = np.unique(key, return_index=True)
+            order = order[np.sort(first)]
+        columns = [a[order].tolist() for a in (token, n, start, end, support, row)]
+        return [Occurrence(*values) for values in zip(*columns)]
 
     def minimal(self) -> list[Occurrence]:
-        """SPEC §4's minimal linkable set, sorted by start then end offset."""
-        found = []
-        for level in self.levels:
-            mask = (level.df >= 1) & (level.df < self.k)
-            if level.n > 1:
-                shorter = self.df_of(level.n - 1)
-                mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
-            found.extend(self._occurrence(level, int(j)) for j in np.flatnonzero(mask))
-        found.sort(key=lambda o: (o.start, o.end))
-        return found
+        """SPEC §4's minimal linkable set, sorted by start then end offset (computed once)."""
+        if self._minimal is None:
+            masks = []
+            for level in self.levels:
+                mask = (level.df >= 1) & (level.df < self.k)
+                if level.n > 1:
+                    shorter = self.df_of(level.n - 1)
+                    mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
+                masks.append(mask)
+            self._minimal = self._select(masks)
+        return self._minimal
 
-    def frequent_maximal(self) -> list[Occurrence]:
-        """Frequent occurrences (df >= k) not strictly contained in another frequent one."""
-        found = []
+    def frequent_maximal(self, unique_keys: bool = False) -> list[Occurrence]:
+        """Frequent occurrences (df >= k) not strictly contained in another frequent one.
+
+        With ``unique_keys`` only each key's first occurrence is kept (SPEC §5 candidates).
+        """
+        masks = []
         max_n = len(self.levels)
         for level in self.levels:
             mask = level.df >= self.k
@@ -119,9 +124,8 @@ class LinkageAnalysis:
                 left = np.maximum(level.positions - 1, 0)
                 mask &= longer[level.positions] < self.k
                 mask &= (level.positions == 0) | (longer[left] < self.k)
-            found.extend(self._occurrence(level, int(j)) for j in np.flatnonzero(mask))
-        found.sort(key=lambda o: (o.start, o.end))
-        return found
+            masks.append(mask)
+        return self._select(masks, unique_keys)
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import srsly
 from typer.testing import CliRunner
@@ -74,3 +75,82 @@ def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int) -> None:
     assert linkable_docs > 100
     html = (tmp / "r.html").read_text()
     assert html.count("df=1") >= sum(g["support"] == 1 for r in records[:3] for g in r["ngrams"]) > 0
+
+
+def exhaustive_combinations(
+    corpus_size: int, text: str, k: int, arity: int, oracle_index: dict[tuple[str, ...], set[int]]
+) -> dict[str, object]:
+    """Every pair and triple of SPEC §5 candidates, counted without any pruning (numpy)."""
+    occurrences = spec_oracle.occurrences(text, 8)
+    df = {o[2]: len(oracle_index.get(o[2], ())) for o in occurrences}
+    frequent = [o for o in occurrences if df[o[2]] >= k]
+    spans = {(o[0], o[1]) for o in frequent}
+    maximal = [
+        o for o in frequent
+        if (o[0] - 1, o[1] + 1) not in spans and (o[0], o[1] + 1) not in spans
+    ]
+    first: dict[tuple[str, ...], tuple[int, int]] = {}
+    for o in sorted(maximal, key=lambda o: (o[3], o[4])):
+        first.setdefault(o[2], (o[3], o[4]))
+    keys = list(first)
+    matrix = np.zeros((len(keys), corpus_size), dtype=np.float64)
+    for row, key in enumerate(keys):
+        matrix[row, sorted(oracle_index[key])] = 1
+    pairs = matrix @ matrix.T
+    found = set()
+    supports = []
+    for a, b in zip(*np.nonzero(np.triu((pairs >= 1) & (pairs < k), 1))):
+        found.add((frozenset((first[keys[a]], first[keys[b]])), int(pairs[a, b])))
+    supports += [s for _, s in found]
+    if arity == 3:
+        for a in range(len(keys)):
+            triple = (matrix * matrix[a]) @ matrix.T
+            for b, c in zip(*np.nonzero(np.triu((triple >= 1) & (triple < k), 1))):
+                if a < b:
+                    supports.append(int(triple[b, c]))
+                    if min(pairs[a, b], pairs[a, c], pairs[b, c]) >= k:
+                        members = frozenset((first[keys[a]], first[keys[b]], first[keys[c]]))
+                        found.add((members, int(triple[b, c])))
+    arity1 = spec_oracle.assess([], text, k, 8, index=oracle_index)["anonymity"]
+    supports += [arity1] if arity1 is not None else []
+    return {"combinations": found, "anonymity": min(supports) if supports else None, "linkable": bool(found)}
+
+
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("arity", [2, 3])
+def test_combinations_agree_with_exhaustive_counting(tab: dict[str, object], k: int, arity: int) -> None:
+    from spacy_delink.combinations import analyze_combinations
+    from spacy_delink.detection import analyze
+    from spacy_delink.index import CorpusIndex
+
+    tmp: Path = tab["tmp"]  # type: ignore[assignment]
+    index = CorpusIndex(tmp / "index")
+    inputs = sorted(tab["inputs"], key=lambda item: len(item[1]))[:6]  # type: ignore[arg-type]
+    corpus_size = len(tab["corpus"])  # type: ignore[arg-type]
+    for _, text in inputs:
+        expected = exhaustive_combinations(corpus_size, text, k, arity, tab["oracle_index"])  # type: ignore[arg-type]
+        result = analyze_combinations(index, analyze(index, text, k), arity)
+        got = {
+            (frozenset((result.candidates[i].start, result.candidates[i].end) for i in c.members), c.support)
+            for c in result.head()
+        }
+        assert got == expected["combinations"]
+        assert result.anonymity == expected["anonymity"]
+        assert result.combination_linkable == expected["linkable"]
+
+
+def test_assess_arity_3_fills_the_schema(tab: dict[str, object]) -> None:
+    tmp: Path = tab["tmp"]  # type: ignore[assignment]
+    out = tmp / "out-a3.jsonl"
+    args = ["assess", str(tmp / "index"), str(tmp / "input.jsonl"), "--k", "2", "--arity", "3", "--output", str(out)]
+    result = CliRunner().invoke(app, [*args, "--max-combinations", "50"])
+    assert result.exit_code == 0, result.output
+    records = list(srsly.read_jsonl(out))
+    assert all(r["arity"] == 3 and len(r["combinations"]) <= 50 for r in records)
+    linkable = [r for r in records if r["combination_linkable"]]
+    assert linkable, "the source documents are in the collection: combinations must single them out"
+    for record in linkable[:5]:
+        first = record["combinations"][0]
+        assert 1 <= first["support"] < 2 and len(first["members"]) == 2
+        keys = [(len(c["members"]), c["support"]) for c in record["combinations"]]
+        assert keys == sorted(keys)

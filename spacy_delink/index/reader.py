@@ -57,7 +57,8 @@ def _map_array(path: Path, spec: dict[str, Any], verify: bool) -> np.ndarray:
     dtype = np.dtype(str(spec["dtype"]))
     if size == 0:
         return np.zeros(0, dtype=dtype)
-    array = np.memmap(file, dtype=dtype, mode="r", shape=(int(spec["length"]),))
+    # A plain ndarray view of the map: the memmap subclass adds overhead to every slice.
+    array = np.asarray(np.memmap(file, dtype=dtype, mode="r", shape=(int(spec["length"]),)))
     if verify and xxhash.xxh3_128(memoryview(array).cast("B")).hexdigest() != spec["xxh3_128"]:
         raise IndexFormatError(f"index {path}: checksum mismatch in {file.name} (corrupted); rebuild it")
     return array

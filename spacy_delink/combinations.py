@@ -1,0 +1,480 @@
+"""SPEC §5–6: linkable combinations of up to three frequent phrases, exactly.
+
+An adversary can search for several common phrases together. With the candidates of a
+document (its maximal frequent n-grams, one per key) and their posting lists, a
+combination's support is the size of the posting lists' intersection. This module finds
+every minimal linkable combination of size 2..arity, the exact anonymity over *all*
+linkable combinations, and the decision — without enumerating all C³/6 triples.
+
+Algorithm
+---------
+1. **Candidate matrix.** Posting lists become rows of a 0/1 matrix over the documents
+   that hold at least two candidates (a document in one list can be in no intersection).
+2. **Pairs.** One float32 matrix product gives every pair's support (exact below 2^24);
+   pairs with 1 <= support < k are linkable, hence minimal.
+3. **Triples with no linkable or empty pair** (the only minimal triples). Candidates are
+   ordered by df and each triple is visited from its rarest member ``a``, within ``a``'s
+   own documents (so the bitsets shrink to df_a bits). Inclusion–exclusion gives a lower
+   bound without touching postings: |a∩b∩c| >= |a∩b| + |a∩c| − |a| (and the same around b
+   and c). A triple whose bound is >= k cannot be linkable and is skipped; for common
+   phrases, whose pairwise overlaps are large, this prunes almost every triple. ``a`` is
+   skipped outright when even its two smallest overlaps exceed the bound. The survivors'
+   supports are popcounts of packed bitsets.
+4. **Anonymity.** It is the minimum support over linkable n-grams, pairs and triples. A
+   triple containing a linkable pair (a, b) has support <= |a∩b| < k; it can only lower
+   the minimum when the pair's support is above the best so far, and then its support is
+   a column sum over the < k documents of a∩b. A triple with an empty pair has support 0.
+   So every triple is accounted for, and ``anonymity`` is exact whatever ``max_combinations``
+   cuts from the reported list.
+5. **Only what is asked.** Triples are enumerated in full only when the answer needs them:
+   when no pair is linkable (the decision), when the best support is still above 1 (the
+   anonymity), or when the pairs do not fill the report. Otherwise, if flags are wanted
+   (the rewriter's ``to_rephrase``), the search keeps only triples whose flagged member is
+   not flagged yet; else it is skipped. When the source document is in the collection,
+   a document easily has 10^5 linkable pairs and 10^6 minimal triples, which the report
+   cap cuts anyway. The report's order (size, support, start offsets) is built by one
+   packed-key selection of the head, not a full sort.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+
+from .detection import LinkageAnalysis, Occurrence, analyze
+from .errors import InputError
+from .extensions import risk_from_anonymity
+from .index import CorpusIndex
+from .pipeline import IndexedComponent
+
+ARITY_RANGE = (2, 3)
+COMBO_LABEL = "COMBO"
+REPHRASE_LABEL = "REPHRASE"
+COMBINATION_SPANS = "linkable_combinations"
+REPHRASE_SPANS = "to_rephrase"
+
+
+def check_arity(arity: int) -> int:
+    if not isinstance(arity, int) or isinstance(arity, bool) or not ARITY_RANGE[0] <= arity <= ARITY_RANGE[1]:
+        raise InputError(f"arity must be 2 or 3 for combinations (1 means single phrases only), got {arity!r}")
+    return arity
+
+
+def check_max_combinations(max_combinations: int) -> int:
+    if not isinstance(max_combinations, int) or max_combinations < 0:
+        raise InputError(f"max_combinations must be a non-negative integer, got {max_combinations!r}")
+    return max_combinations
+
+
+@dataclass(frozen=True)
+class Combination:
+    """A minimal linkable combination: candidate indices (in text order) and its support."""
+
+    members: tuple[int, ...]
+    support: int
+
+    @property
+    def risk(self) -> float:
+        return 1.0 / self.support
+
+
+@dataclass
+class CombinationAnalysis:
+    """Candidates, the minimal linkable combinations found, and the exact scores.
+
+    Combinations stay in arrays (a document can have a million minimal triples):
+    ``pairs`` (P×2) and ``triples`` (T×3) hold candidate indices in ascending order, which
+    is text order. ``pairs`` is always complete; ``triples_complete`` says whether every
+    minimal triple was enumerated (module docstring, step 5).
+    """
+
+    candidates: list[Occurrence]
+    pairs: np.ndarray
+    pair_support: np.ndarray
+    triples: np.ndarray
+    triple_support: np.ndarray
+    triples_complete: bool
+    anonymity: int | None
+    arity: int
+    k: int
+    flagged_candidates: list[int] | None
+
+    @property
+    def combination_linkable(self) -> bool:
+        return len(self.pairs) > 0 or len(self.triples) > 0
+
+    def head(self, limit: int | None = None) -> list[Combination]:
+        """The first ``limit`` combinations in the SPEC order (size, support, start offsets)."""
+        limit = len(self.pairs) + len(self.triples) if limit is None else limit
+        head = _ordered_head(self.pairs, self.pair_support, limit)
+        if len(head) < limit:
+            if not self.triples_complete:
+                raise ValueError("triples were not enumerated; analyze with max_combinations=None or a larger cap")
+            head += _ordered_head(self.triples, self.triple_support, limit - len(head))
+        return head
+
+    def flagged_member(self, combination: Combination) -> int:
+        """SPEC §5: the shortest member (fewest tokens), ties going to the earliest."""
+        return min(combination.members, key=lambda i: (self.candidates[i].n, i))
+
+    def flagged(self) -> list[int]:
+        """Candidates flagged by at least one minimal linkable combination (for rewriting)."""
+        if self.flagged_candidates is None:
+            raise ValueError("flags were not computed; analyze with flags=True")
+        return self.flagged_candidates
+
+
+def _ordered_head(members: np.ndarray, support: np.ndarray, limit: int) -> list[Combination]:
+    """The ``limit`` smallest combinations by (support, member indices), in that order."""
+    if limit <= 0 or not len(members):
+        return []
+    if members.max() < 1 << 16 and support.max() < 1 << 15:
+        keys = support.astype(np.uint64) << np.uint64(48)
+        for j in range(members.shape[1]):
+            keys |= members[:, j].astype(np.uint64) << np.uint64(32 - 16 * j)
+        chosen = np.argpartition(keys, limit - 1)[:limit] if limit < len(keys) else np.arange(len(keys))
+        chosen = chosen[np.argsort(keys[chosen])]
+    else:
+        chosen = np.lexsort([members[:, j] for j in reversed(range(members.shape[1]))] + [support])[:limit]
+    return [Combination(tuple(m), s) for m, s in zip(members[chosen].tolist(), support[chosen].tolist())]
+
+
+def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
+    """Maximal frequent occurrences, one per key (its first occurrence in the text)."""
+    return analysis.frequent_maximal(unique_keys=True)
+
+
+def _membership(index: CorpusIndex, candidates: list[Occurrence]) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 rows (float32) over the documents holding >= 2 candidates, and each row's df."""
+    postings = [index.levels[c.n].documents(c.row) for c in candidates]
+    df = np.array([len(p) for p in postings], dtype=np.int64)
+    if not len(candidates):
+        return np.zeros((0, 0), dtype=np.float32), df
+    docs = np.concatenate(postings).astype(np.int64)
+    rows = np.repeat(np.arange(len(candidates)), df)
+    shared = np.bincount(docs, minlength=index.documents) >= 2
+    keep = shared[docs]
+    columns = np.cumsum(shared) - 1
+    matrix = np.zeros((len(candidates), int(shared.sum())), dtype=np.float32)
+    matrix[rows[keep], columns[docs[keep]]] = 1.0
+    return matrix, df
+
+
+def _packed(rows: np.ndarray) -> np.ndarray:
+    """Pack 0/1 rows into uint64 words for popcounts."""
+    bits = np.packbits(rows.astype(bool), axis=1)
+    pad = (-bits.shape[1]) % 8
+    if pad:
+        bits = np.pad(bits, ((0, 0), (0, pad)))
+    return bits.view(np.uint64)
+
+
+def _minimal_triples(
+    matrix: np.ndarray, df: np.ndarray, pairs: np.ndarray, k: int, rank: np.ndarray, flagged: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Linkable triples all of whose pairs have support >= k (see module docstring, step 3).
+
+    With ``flagged`` (bool per candidate), only triples whose flagged member — the lowest
+    ``rank`` — is not flagged yet are kept, and ``flagged`` is updated as they are found.
+    """
+    order = np.argsort(df, kind="stable")
+    strong = pairs >= k
+    found: list[np.ndarray] = []
+    supports: list[np.ndarray] = []
+    for position, a in enumerate(order[:-2]):
+        later = order[position + 1 :]
+        partners = later[strong[a, later]]
+        if len(partners) < 2:
+            continue
+        overlap_a = pairs[a, partners]
+        two_smallest = np.partition(overlap_a, 1)[:2]
+        if two_smallest.sum() - df[a] >= k:
+            continue
+        partners = partners[overlap_a < df[a] + k - two_smallest[0]]
+        if flagged is not None and flagged[a] and flagged[partners].all():
+            continue  # every such triple's flagged member is flagged already
+        if len(partners) < 2:
+            continue
+        overlap_a = pairs[a, partners]
+        overlap_bc = pairs[np.ix_(partners, partners)]
+        df_p = df[partners]
+        bound = np.maximum.reduce(
+            [
+                overlap_a[:, None] + overlap_a[None, :] - df[a],
+                overlap_a[:, None] + overlap_bc - df_p[:, None],
+                overlap_a[None, :] + overlap_bc - df_p[None, :],
+            ]
+        )
+        b_idx, c_idx = np.nonzero(np.triu((bound < k) & (overlap_bc >= k), 1))
+        if flagged is not None and len(b_idx):
+            members = np.stack([np.full(len(b_idx), a), partners[b_idx], partners[c_idx]], axis=1)
+            lowest = members[np.arange(len(members)), np.argmin(rank[members], axis=1)]
+            open_ = ~flagged[lowest]
+            b_idx, c_idx = b_idx[open_], c_idx[open_]
+        if not len(b_idx):
+            continue
+        bits = _packed(matrix[np.ix_(partners, np.flatnonzero(matrix[a]))])
+        support = np.bitwise_count(bits[b_idx] & bits[c_idx]).sum(axis=1, dtype=np.int64)
+        linkable = (support >= 1) & (support < k)
+        if linkable.any():
+            members = np.sort(
+                np.stack([np.full(int(linkable.sum()), a), partners[b_idx[linkable]], partners[c_idx[linkable]]], axis=1),
+                axis=1,
+            )
+            found.append(members)
+            supports.append(support[linkable])
+            if flagged is not None:
+                flagged[members[np.arange(len(members)), np.argmin(rank[members], axis=1)]] = True
+    if not found:
+        return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(found), np.concatenate(supports)
+
+
+def _lowest_triple_through_pairs(
+    matrix: np.ndarray, pairs: np.ndarray, pair_support: np.ndarray, best: int
+) -> int:
+    """Smallest positive support of a triple containing a linkable pair, if below ``best``."""
+    for (a, b), support in zip(pairs, pair_support):
+        if best <= 1:
+            break
+        if support <= 1:
+            continue  # its triples have support <= 1, which cannot go below a best >= 1
+        shared_docs = np.flatnonzero(matrix[a] * matrix[b])
+        through = matrix[:, shared_docs].sum(axis=1)
+        through[[a, b]] = 0
+        positive = through[through >= 1]
+        if len(positive):
+            best = min(best, int(positive.min()))
+    return best
+
+
+def _flags(members: np.ndarray, rank: np.ndarray, flagged: np.ndarray) -> None:
+    """Mark each combination's flagged member (lowest rank) in ``flagged``."""
+    if len(members):
+        flagged[members[np.arange(len(members)), np.argmin(rank[members], axis=1)]] = True
+
+
+def analyze_combinations(
+    index: CorpusIndex,
+    analysis: LinkageAnalysis,
+    arity: int,
+    max_combinations: int | None = None,
+    flags: bool = True,
+) -> CombinationAnalysis:
+    """SPEC §5–6 for one analysed document (see the module docstring for the algorithm).
+
+    ``max_combinations`` is the report cap (None: enumerate every minimal combination);
+    ``flags`` asks for the complete set of flagged members (``to_rephrase``).
+    """
+    check_arity(arity)
+    if max_combinations is not None:
+        check_max_combinations(max_combinations)
+    k = analysis.k
+    candidates = candidates_of(analysis)
+    arity1 = analysis.anonymity()
+    best = arity1 if arity1 is not None else k
+    rank = np.array([c.n for c in candidates], dtype=np.int64) * max(len(candidates), 1) + np.arange(len(candidates))
+    flagged = np.zeros(len(candidates), dtype=bool)
+    pair_members = np.zeros((0, 2), dtype=np.int64)
+    pair_support = np.zeros(0, dtype=np.int64)
+    triple_members = np.zeros((0, 3), dtype=np.int64)
+    triple_support = np.zeros(0, dtype=np.int64)
+    triples_complete = arity < 3
+    if len(candidates) >= 2:
+        matrix, df = _membership(index, candidates)
+        product = matrix @ matrix.T  # integer-valued floats, exact below 2^24
+        a_idx, b_idx = np.nonzero((product > 0.5) & (product < k - 0.5))
+        upper = a_idx < b_idx
+        a_idx, b_idx = a_idx[upper], b_idx[upper]
+        pair_members = np.stack([a_idx, b_idx], axis=1)
+        pair_support = product[a_idx, b_idx].astype(np.int64)
+        if len(pair_support):
+            best = min(best, int(pair_support.min()))
+        if flags:
+            _flags(pair_members, rank, flagged)
+        if arity >= 3 and len(candidates) >= 3:
+            report_needs_triples = max_combinations is None or len(pair_members) < max_combinations
+            pairs = product.astype(np.int64)
+            if report_needs_triples or not len(pair_members) or best > 1:
+                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None)
+                triples_complete = True
+                if flags:
+                    _flags(triple_members, rank, flagged)
+            elif flags:
+                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, flagged)
+            if len(triple_support):
+                best = min(best, int(triple_support.min()))
+            best = _lowest_triple_through_pairs(matrix, pair_members, pair_support, best)
+    elif arity >= 3:
+        triples_complete = True
+    return CombinationAnalysis(
+        candidates=candidates,
+        pairs=pair_members,
+        pair_support=pair_support,
+        triples=triple_members,
+        triple_support=triple_support,
+        triples_complete=triples_complete,
+        anonymity=best if best < k else None,
+        arity=arity,
+        k=k,
+        flagged_candidates=np.flatnonzero(flagged).tolist() if flags else None,
+    )
+
+
+def combination_records(
+    text: str, result: CombinationAnalysis, max_combinations: int
+) -> list[dict[str, Any]]:
+    """The ``combinations`` list of ``delink assess`` (the head of the SPEC order, capped)."""
+    records = []
+    for combination in result.head(max_combinations):
+        members = sorted((result.candidates[i] for i in combination.members), key=lambda o: (o.start, o.end))
+        records.append(
+            {
+                "members": [{"start": m.start, "end": m.end, "text": text[m.start : m.end]} for m in members],
+                "support": combination.support,
+            }
+        )
+    return records
+
+
+@dataclass
+class Detection:
+    """Everything the attack finds in one text at (k, arity): what the rewriter must change."""
+
+    text: str
+    analysis: LinkageAnalysis
+    combinations: CombinationAnalysis | None
+
+    @property
+    def k(self) -> int:
+        return self.analysis.k
+
+    @property
+    def anonymity(self) -> int | None:
+        """SPEC §6 over both arities (exact whatever the report cap)."""
+        if self.combinations is not None:
+            return self.combinations.anonymity
+        return self.analysis.anonymity()
+
+    @property
+    def linkage_risk(self) -> float:
+        return 0.0 if self.anonymity is None else 1.0 / self.anonymity
+
+    @property
+    def combination_linkable(self) -> bool:
+        return self.combinations is not None and self.combinations.combination_linkable
+
+    @property
+    def protected(self) -> bool:
+        """SPEC §7: no linkable n-gram and not combination-linkable at (k, arity)."""
+        return not self.analysis.minimal() and not self.combination_linkable
+
+    def to_rephrase(self) -> list[Occurrence]:
+        """Minimal linkable n-grams plus each combination's flagged member, in text order."""
+        spans = {(o.start, o.end): o for o in self.analysis.minimal()}
+        if self.combinations is not None:
+            for i in self.combinations.flagged():
+                member = self.combinations.candidates[i]
+                spans.setdefault((member.start, member.end), member)
+        return [spans[key] for key in sorted(spans)]
+
+
+def detect(index: CorpusIndex, text: str, k: int, arity: int = 1) -> Detection:
+    """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2."""
+    if arity != 1:
+        check_arity(arity)
+    analysis = analyze(index, text, k)
+    combinations = analyze_combinations(index, analysis, arity) if arity >= 2 else None
+    return Detection(text=text, analysis=analysis, combinations=combinations)
+
+
+class CombinationDetector(IndexedComponent):
+    """``delink_combinations``: groups of common phrases whose joint search singles out."""
+
+    def __init__(
+        self,
+        nlp: Language,
+        name: str,
+        index: str,
+        k: int,
+        arity: int,
+        max_combinations: int,
+        key_file: str | None,
+        verify: bool,
+        copy_index: bool,
+    ) -> None:
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        self.arity = check_arity(arity)
+        self.max_combinations = check_max_combinations(max_combinations)
+
+    def __call__(self, doc: Doc) -> Doc:
+        analysis = analyze(self.index, doc.text, self.k)
+        result = analyze_combinations(self.index, analysis, self.arity, self.max_combinations, flags=True)
+        member_spans: dict[int, Span] = {}
+        combinations = []
+        for number, combination in enumerate(result.head(self.max_combinations)):
+            for member in combination.members:
+                if member not in member_spans:
+                    occurrence = result.candidates[member]
+                    span = doc.char_span(occurrence.start, occurrence.end, label=COMBO_LABEL, alignment_mode="expand")
+                    if span is None:
+                        continue
+                    span._.support = occurrence.support
+                    span._.combinations = []
+                    member_spans[member] = span
+                member_spans[member]._.combinations.append(number)
+            combinations.append({"members": combination.members, "support": combination.support})
+        ordered = sorted(member_spans, key=lambda m: (result.candidates[m].start, result.candidates[m].end))
+        position = {member: i for i, member in enumerate(ordered)}
+        doc.spans[COMBINATION_SPANS] = [member_spans[m] for m in ordered]
+        doc._.combinations = [
+            {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
+        ]
+        doc._.combination_linkable = result.combination_linkable
+        rephrase = Detection(text=doc.text, analysis=analysis, combinations=result).to_rephrase()
+        doc.spans[REPHRASE_SPANS] = [
+            span
+            for o in rephrase
+            if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
+        ]
+        doc._.anonymity = result.anonymity
+        doc._.linkage_risk = risk_from_anonymity(result.anonymity)
+        return doc
+
+    def _settings(self) -> dict[str, object]:
+        return {"k": self.k, "arity": self.arity, "max_combinations": self.max_combinations}
+
+    def _load_settings(self, settings: dict[str, object]) -> None:
+        super()._load_settings(settings)
+        self.arity = check_arity(int(settings["arity"]))  # type: ignore[call-overload]
+        self.max_combinations = check_max_combinations(int(settings["max_combinations"]))  # type: ignore[call-overload]
+
+
+@Language.factory(
+    "delink_combinations",
+    default_config={
+        "index": "",
+        "k": 2,
+        "arity": 3,
+        "max_combinations": 1000,
+        "key_file": None,
+        "verify": True,
+        "copy_index": False,
+    },
+)
+def make_combination_detector(
+    nlp: Language,
+    name: str,
+    index: str,
+    k: int,
+    arity: int,
+    max_combinations: int,
+    key_file: str | None,
+    verify: bool,
+    copy_index: bool,
+) -> CombinationDetector:
+    """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
+    return CombinationDetector(nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index)

@@ -1,0 +1,157 @@
+"""SPEC §5–6: combinations against the enumerating oracle, by hand, and bad input."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spec_oracle
+from spacy_delink.combinations import analyze_combinations, check_arity
+from spacy_delink.detection import analyze
+from spacy_delink.errors import InputError
+from spacy_delink.index import CorpusIndex, IndexBuilder
+from spacy_delink.tokenization import LinkageRules
+
+
+def build(tmp_path: Path, corpus: list[str], max_n: int = 8) -> CorpusIndex:
+    out = tmp_path / "index"
+    IndexBuilder(LinkageRules(max_n=max_n), progress=False).build(
+        [(f"d{i}", t) for i, t in enumerate(corpus)], out, overwrite=True
+    )
+    return CorpusIndex(out)
+
+
+def run(index: CorpusIndex, text: str, k: int, arity: int) -> dict[str, object]:
+    result = analyze_combinations(index, analyze(index, text, k), arity)
+    return {
+        "combinations": {
+            (frozenset((result.candidates[i].start, result.candidates[i].end) for i in c.members), c.support)
+            for c in result.head()
+        },
+        "combination_linkable": result.combination_linkable,
+        "anonymity": result.anonymity,
+    }
+
+
+# Four documents over "slovenian", "farm", "1994", "river", each phrase in three of them.
+CORPUS = [
+    "Slovenian. Farm. 1994.",
+    "Slovenian. Farm. River.",
+    "Slovenian. 1994. River.",
+    "Farm. 1994. River.",
+]
+
+
+def test_hand_worked_pairs_and_triples(tmp_path: Path) -> None:
+    index = build(tmp_path, CORPUS)
+    text = "Slovenian. Farm. 1994."
+    # Every word has df 3 and every pair df 2 ({S,F}: d0,d1; {S,1994}: d0,d2; {F,1994}: d0,d3).
+    # k=3: each pair (support 2) is linkable and minimal; the triple is not minimal.
+    result = run(index, text, 3, 3)
+    assert {support for _, support in result["combinations"]} == {2}
+    assert len(result["combinations"]) == 3
+    assert result["anonymity"] == 1  # the triple {S, F, 1994} has support 1 (d0 only)
+    # k=2: no pair is linkable; the triple (support 1) is minimal.
+    result = run(index, text, 2, 3)
+    spans = {(0, 9), (11, 15), (17, 21)}
+    assert result == {"combinations": {(frozenset(spans), 1)}, "combination_linkable": True, "anonymity": 1}
+    # Arity 2 at k=2: nothing linkable at all.
+    assert run(index, text, 2, 2) == {"combinations": set(), "combination_linkable": False, "anonymity": None}
+
+
+def test_flagged_member_is_shortest_then_earliest(tmp_path: Path) -> None:
+    corpus = ["the old farm. near mura", "the old farm. elsewhere", "near mura. elsewhere"]
+    index = build(tmp_path, corpus)
+    text = "The old farm. Near Mura."
+    result = analyze_combinations(index, analyze(index, text, 2), 2)
+    [combination] = result.head()
+    flagged = result.candidates[result.flagged_member(combination)]
+    assert text[flagged.start : flagged.end] == "Near Mura"  # 2 tokens beat 3 tokens
+    assert result.flagged() == [result.flagged_member(combination)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    corpus=st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f b", "a c"]), min_size=1, max_size=6), min_size=2, max_size=7),
+    query=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f b", "a c", "g"]), min_size=0, max_size=7),
+    arity=st.sampled_from([2, 3]),
+    max_n=st.sampled_from([1, 2, 3]),
+    separator=st.sampled_from([". ", " "]),
+)
+def test_matches_enumeration(
+    tmp_path_factory: pytest.TempPathFactory,
+    corpus: list[list[str]],
+    query: list[str],
+    arity: int,
+    max_n: int,
+    separator: str,
+) -> None:
+    # With ". " every item is its own segment; with " " phrases overlap and nest.
+    texts = [separator.join(doc) for doc in corpus]
+    text = separator.join(query)
+    index = build(tmp_path_factory.mktemp("c"), texts, max_n=max_n)
+    for k in range(2, len(texts) + 2):
+        expected = spec_oracle.assess_combinations(texts, text, k, max_n, arity)
+        assert run(index, text, k, arity) == expected, f"k={k}"
+        # A report cap (here: none at all) may skip triples, never the decision, scores or flags.
+        analysis = analyze(index, text, k)
+        full = analyze_combinations(index, analysis, arity)
+        capped = analyze_combinations(index, analysis, arity, max_combinations=0, flags=True)
+        assert (capped.anonymity, capped.combination_linkable) == (full.anonymity, full.combination_linkable)
+        assert capped.flagged() == full.flagged()
+        assert capped.head(0) == []
+
+
+def test_bad_input(tmp_path: Path) -> None:
+    index = build(tmp_path, CORPUS)
+    for bad in (1, 4, "3"):
+        with pytest.raises(InputError, match="arity"):
+            check_arity(bad)  # type: ignore[arg-type]
+    empty = run(index, "", 2, 3)
+    assert empty == {"combinations": set(), "combination_linkable": False, "anonymity": None}
+    masked = run(index, "[REDACTED] *** <PERSON>", 2, 3)
+    assert masked == empty
+
+
+def test_component_spans_and_attributes(tmp_path: Path) -> None:
+    import spacy
+
+    build(tmp_path, CORPUS)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": str(tmp_path / "index"), "k": 2})
+    nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 2, "arity": 3})
+    assert nlp.get_pipe("delink_risk").index is nlp.get_pipe("delink_combinations").index  # opened once
+    doc = nlp("Slovenian. Farm. 1994.")
+    members = doc.spans["linkable_combinations"]
+    assert [(s.text, s.label_, s._.combinations) for s in members] == [
+        ("Slovenian", "COMBO", [0]),
+        ("Farm", "COMBO", [0]),
+        ("1994", "COMBO", [0]),
+    ]
+    assert doc._.combinations == [{"members": [0, 1, 2], "support": 1}]
+    assert doc._.combination_linkable is True
+    assert doc._.anonymity == 1 and doc._.linkage_risk == 1.0
+    # All three members have one token; the earliest is flagged for rephrasing.
+    assert [s.text for s in doc.spans["to_rephrase"]] == ["Slovenian"]
+
+    out = tmp_path / "pipeline"
+    nlp.to_disk(out)
+    loaded = spacy.load(out)
+    again = loaded("Slovenian. Farm. 1994.")
+    assert again._.combinations == doc._.combinations
+    assert loaded.get_pipe("delink_combinations").arity == 3
+
+
+def test_component_bad_config(tmp_path: Path) -> None:
+    import spacy
+
+    build(tmp_path, CORPUS)
+    nlp = spacy.blank("en")
+    with pytest.raises(InputError, match="arity"):
+        nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "arity": 4})
+    with pytest.raises(InputError, match="max_combinations"):
+        nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "max_combinations": -1})
+    with pytest.raises(InputError, match="k must be"):
+        nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 1})
