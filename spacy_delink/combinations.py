@@ -10,7 +10,7 @@ Algorithm
 ---------
 1. **Candidate matrix.** Posting lists become rows of a 0/1 matrix over the documents
    that hold at least two candidates (a document in one list can be in no intersection).
-2. **Pairs.** One float32 matrix product gives every pair's support (exact below 2^24);
+2. **Pairs.** Float32 products of row blocks give every pair's support (exact below 2^24);
    pairs with 1 <= support < k are linkable, hence minimal.
 3. **Triples with no linkable or empty pair** (the only minimal triples). Candidates are
    ordered by df and each triple is visited from its rarest member ``a``, within ``a``'s
@@ -148,19 +148,42 @@ def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
 
 
 def _membership(index: CorpusIndex, candidates: list[Occurrence]) -> tuple[np.ndarray, np.ndarray]:
-    """0/1 rows (float32) over the documents holding >= 2 candidates, and each row's df."""
+    """0/1 rows (bool) over the documents holding >= 2 candidates, and each row's df."""
     postings = [index.levels[c.n].documents(c.row) for c in candidates]
     df = np.array([len(p) for p in postings], dtype=np.int64)
-    if not len(candidates):
-        return np.zeros((0, 0), dtype=np.float32), df
-    docs = np.concatenate(postings).astype(np.int64)
-    rows = np.repeat(np.arange(len(candidates)), df)
-    shared = np.bincount(docs, minlength=index.documents) >= 2
-    keep = shared[docs]
-    columns = np.cumsum(shared) - 1
-    matrix = np.zeros((len(candidates), int(shared.sum())), dtype=np.float32)
-    matrix[rows[keep], columns[docs[keep]]] = 1.0
+    holders = np.zeros(index.documents, dtype=np.int32)
+    for posting in postings:
+        holders[posting] += 1  # a posting list has no repeats
+    shared = holders >= 2
+    column = np.cumsum(shared, dtype=np.int64) - 1
+    matrix = np.zeros((len(candidates), int(shared.sum())), dtype=bool)
+    for row, posting in enumerate(postings):
+        matrix[row, column[posting[shared[posting]]]] = True
     return matrix, df
+
+
+_PRODUCT_BLOCK_ROWS = 128
+
+
+def _pair_supports(matrix: np.ndarray) -> np.ndarray:
+    """|I_a ∩ I_b| for all candidate pairs: float32 BLAS products of row-block pairs.
+
+    Only two blocks exist as floats at a time, so the extra memory stays small; counts
+    are exact integers (below 2^24) kept in the narrowest type that holds them.
+    """
+    count = len(matrix)
+    pairs = np.empty((count, count), dtype=np.int16 if matrix.shape[1] < 1 << 15 else np.int32)
+    starts = range(0, count, _PRODUCT_BLOCK_ROWS)
+    for i in starts:
+        left = matrix[i : i + _PRODUCT_BLOCK_ROWS].astype(np.float32)
+        for j in starts:
+            if j < i:
+                continue
+            right = left if j == i else matrix[j : j + _PRODUCT_BLOCK_ROWS].astype(np.float32)
+            product = left @ right.T
+            pairs[i : i + len(left), j : j + len(right)] = product
+            pairs[j : j + len(right), i : i + len(left)] = product.T
+    return pairs
 
 
 def _packed(rows: np.ndarray) -> np.ndarray:
@@ -170,6 +193,19 @@ def _packed(rows: np.ndarray) -> np.ndarray:
     if pad:
         bits = np.pad(bits, ((0, 0), (0, pad)))
     return bits.view(np.uint64)
+
+
+_POPCOUNT_CHUNK_WORDS = 1 << 19
+
+
+def _intersection_sizes(bits: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Popcount of ``bits[left] & bits[right]`` row by row, in chunks of bounded memory."""
+    step = max(1, _POPCOUNT_CHUNK_WORDS // max(bits.shape[1], 1))
+    sizes = np.empty(len(left), dtype=np.int64)
+    for start in range(0, len(left), step):
+        stop = start + step
+        sizes[start:stop] = np.bitwise_count(bits[left[start:stop]] & bits[right[start:stop]]).sum(axis=1)
+    return sizes
 
 
 def _minimal_triples(
@@ -189,7 +225,7 @@ def _minimal_triples(
         partners = later[strong[a, later]]
         if len(partners) < 2:
             continue
-        overlap_a = pairs[a, partners]
+        overlap_a = pairs[a, partners].astype(np.int64)
         two_smallest = np.partition(overlap_a, 1)[:2]
         if two_smallest.sum() - df[a] >= k:
             continue
@@ -198,17 +234,22 @@ def _minimal_triples(
             continue  # every such triple's flagged member is flagged already
         if len(partners) < 2:
             continue
-        overlap_a = pairs[a, partners]
-        overlap_bc = pairs[np.ix_(partners, partners)]
-        df_p = df[partners]
-        bound = np.maximum.reduce(
-            [
-                overlap_a[:, None] + overlap_a[None, :] - df[a],
-                overlap_a[:, None] + overlap_bc - df_p[:, None],
-                overlap_a[None, :] + overlap_bc - df_p[None, :],
-            ]
-        )
-        b_idx, c_idx = np.nonzero(np.triu((bound < k) & (overlap_bc >= k), 1))
+        overlap_a = pairs[a, partners].astype(np.int32)  # int32: sums of int16 counts overflow
+        overlap_bc = pairs[np.ix_(partners, partners)].astype(np.int32)
+        df_p = df[partners].astype(np.int32)
+        # max of the three inclusion-exclusion bounds, built in place to bound memory
+        bound = overlap_a[:, None] + overlap_a[None, :]
+        bound -= np.int32(df[a])
+        around = overlap_bc + overlap_a[:, None]
+        around -= df_p[:, None]
+        np.maximum(bound, around, out=bound)
+        np.add(overlap_bc, overlap_a[None, :], out=around)
+        around -= df_p[None, :]
+        np.maximum(bound, around, out=bound)
+        del around
+        viable = bound < k
+        viable &= overlap_bc >= k
+        b_idx, c_idx = np.nonzero(np.triu(viable, 1))
         if flagged is not None and len(b_idx):
             members = np.stack([np.full(len(b_idx), a), partners[b_idx], partners[c_idx]], axis=1)
             lowest = members[np.arange(len(members)), np.argmin(rank[members], axis=1)]
@@ -217,7 +258,7 @@ def _minimal_triples(
         if not len(b_idx):
             continue
         bits = _packed(matrix[np.ix_(partners, np.flatnonzero(matrix[a]))])
-        support = np.bitwise_count(bits[b_idx] & bits[c_idx]).sum(axis=1, dtype=np.int64)
+        support = _intersection_sizes(bits, b_idx, c_idx)
         linkable = (support >= 1) & (support < k)
         if linkable.any():
             members = np.sort(
@@ -242,8 +283,8 @@ def _lowest_triple_through_pairs(
             break
         if support <= 1:
             continue  # its triples have support <= 1, which cannot go below a best >= 1
-        shared_docs = np.flatnonzero(matrix[a] * matrix[b])
-        through = matrix[:, shared_docs].sum(axis=1)
+        shared_docs = np.flatnonzero(matrix[a] & matrix[b])
+        through = matrix[:, shared_docs].sum(axis=1, dtype=np.int64)
         through[[a, b]] = 0
         positive = through[through >= 1]
         if len(positive):
@@ -251,10 +292,29 @@ def _lowest_triple_through_pairs(
     return best
 
 
+def _linkable_pairs(pairs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (a < b) with 1 <= support < k, gathered by row blocks to bound memory."""
+    members, supports = [], []
+    for start in range(0, len(pairs), _PRODUCT_BLOCK_ROWS):
+        block = pairs[start : start + _PRODUCT_BLOCK_ROWS]
+        rows, cols = np.nonzero((block >= 1) & (block < k))
+        rows += start
+        upper = rows < cols
+        members.append(np.stack([rows[upper], cols[upper]], axis=1).astype(np.int32))
+        supports.append(block[rows[upper] - start, cols[upper]].astype(np.int32))
+    if not members:
+        return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32)
+    return np.concatenate(members), np.concatenate(supports)
+
+
 def _flags(members: np.ndarray, rank: np.ndarray, flagged: np.ndarray) -> None:
     """Mark each combination's flagged member (lowest rank) in ``flagged``."""
-    if len(members):
-        flagged[members[np.arange(len(members)), np.argmin(rank[members], axis=1)]] = True
+    if not len(members):
+        return
+    lowest = members[:, 0]
+    for column in range(1, members.shape[1]):
+        lowest = np.where(rank[members[:, column]] < rank[lowest], members[:, column], lowest)
+    flagged[lowest] = True
 
 
 def analyze_combinations(
@@ -278,26 +338,21 @@ def analyze_combinations(
     best = arity1 if arity1 is not None else k
     rank = np.array([c.n for c in candidates], dtype=np.int64) * max(len(candidates), 1) + np.arange(len(candidates))
     flagged = np.zeros(len(candidates), dtype=bool)
-    pair_members = np.zeros((0, 2), dtype=np.int64)
-    pair_support = np.zeros(0, dtype=np.int64)
+    pair_members = np.zeros((0, 2), dtype=np.int32)
+    pair_support = np.zeros(0, dtype=np.int32)
     triple_members = np.zeros((0, 3), dtype=np.int64)
     triple_support = np.zeros(0, dtype=np.int64)
     triples_complete = arity < 3
     if len(candidates) >= 2:
         matrix, df = _membership(index, candidates)
-        product = matrix @ matrix.T  # integer-valued floats, exact below 2^24
-        a_idx, b_idx = np.nonzero((product > 0.5) & (product < k - 0.5))
-        upper = a_idx < b_idx
-        a_idx, b_idx = a_idx[upper], b_idx[upper]
-        pair_members = np.stack([a_idx, b_idx], axis=1)
-        pair_support = product[a_idx, b_idx].astype(np.int64)
+        pairs = _pair_supports(matrix)
+        pair_members, pair_support = _linkable_pairs(pairs, k)
         if len(pair_support):
             best = min(best, int(pair_support.min()))
         if flags:
             _flags(pair_members, rank, flagged)
         if arity >= 3 and len(candidates) >= 3:
             report_needs_triples = max_combinations is None or len(pair_members) < max_combinations
-            pairs = product.astype(np.int64)
             if report_needs_triples or not len(pair_members) or best > 1:
                 triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None)
                 triples_complete = True
