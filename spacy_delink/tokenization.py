@@ -178,9 +178,32 @@ class Tokenizer:
 
     def tokenize(self, text: str) -> Tokens:
         """Tokens, segment starts and masks of ``text`` (SPEC §1–2)."""
+        return self._scan(text, self.mask_spans(text))
+
+    def tokenize_batch(self, texts: list[str]) -> tuple[Tokens, np.ndarray]:
+        """Tokens of several texts in one vectorized pass, and each text's token count.
+
+        The texts are joined by a paragraph end; masks are found per text (a pattern never
+        spans two texts) and every text's first token starts a new segment, so each text is
+        tokenized exactly as alone. Offsets refer to the joined text.
+        """
+        separator = "\n\n"
+        masks: list[tuple[int, int]] = []
+        text_starts = []
+        offset = 0
+        for text in texts:
+            text_starts.append(offset)
+            masks.extend((start + offset, end + offset) for start, end in self.mask_spans(text))
+            offset += len(text) + len(separator)
+        tokens = self._scan(separator.join(texts), masks)
+        first_token = np.searchsorted(tokens.starts, np.array(text_starts, dtype=np.int64))
+        counts = np.diff(np.append(first_token, len(tokens)))
+        tokens.segment_start[first_token[counts > 0]] = True
+        return tokens, counts
+
+    def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         classes = self._classes[codes]
-        masks = self.mask_spans(text)
         is_word = classes == _WORD
         for start, end in masks:
             is_word[start:end] = False
@@ -198,8 +221,7 @@ class Tokenizer:
                 events.append(np.fromiter((s for s, _ in masks), dtype=np.int64, count=len(masks)))
             breaking = self._breaking_gaps(codes, starts, ends, events, masks)
             segment_start[breaking] = True
-        text_slices = text.__getitem__
-        raw = [text_slices(slice(s, e)) for s, e in zip(starts.tolist(), ends.tolist())]
+        raw = [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
         return Tokens(starts=starts, ends=ends, raw=raw, segment_start=segment_start, masks=masks)
 
     def _breaking_gaps(

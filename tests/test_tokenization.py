@@ -122,3 +122,14 @@ def test_tokenizer_matches_the_naive_reading(text: str) -> None:
     assert breaks[: len(expected)] == tokens.segment_start.tolist()
     tokenizer = Tokenizer()
     assert [tokenizer.search_form(r) for r in tokens.raw] == [t.form for t in expected]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(texts(), min_size=1, max_size=5))
+def test_batch_tokenization_equals_one_by_one(batch: list[str]) -> None:
+    tokenizer = Tokenizer()
+    joined, counts = tokenizer.tokenize_batch(batch)
+    singles = [tokenizer.tokenize(text) for text in batch]
+    assert counts.tolist() == [len(t) for t in singles]
+    assert joined.raw == [raw for t in singles for raw in t.raw]
+    assert joined.segment_start.tolist() == [flag for t in singles for flag in t.segment_start.tolist()]

@@ -22,11 +22,14 @@ Algorithm (SPEC §3 with a lossless reduction):
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import xxhash
@@ -176,6 +179,35 @@ def _count_partition(
     return unique_keys, df, postings, order, rank
 
 
+_BATCH_CHARS = 1 << 20
+
+
+class _BatchEncoder:
+    """Tokenizes and hashes a batch of texts: (digests, token count per text, segment lengths)."""
+
+    def __init__(self, rules: LinkageRules, secret: bytes) -> None:
+        self.tokenizer = Tokenizer(rules)
+        self.hasher = TokenHasher(self.tokenizer, secret)
+
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        tokens, counts = self.tokenizer.tokenize_batch(texts)
+        remaining = np.minimum(tokens.remaining, 255).astype(np.uint8)
+        return self.hasher.hash_tokens(tokens), counts, remaining
+
+
+_worker_encoder: _BatchEncoder | None = None
+
+
+def _start_worker(rules: LinkageRules, secret: bytes) -> None:
+    global _worker_encoder
+    _worker_encoder = _BatchEncoder(rules, secret)
+
+
+def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    assert _worker_encoder is not None, "worker not initialized"
+    return _worker_encoder.encode(texts)
+
+
 class IndexBuilder:
     """Builds an index directory from ``(doc_id, text)`` pairs within a memory budget."""
 
@@ -184,13 +216,15 @@ class IndexBuilder:
         rules: LinkageRules | None = None,
         memory_mb: int = 2048,
         progress: bool = True,
+        workers: int | None = None,
     ) -> None:
         if memory_mb < 64:
             raise InputError(f"--memory-mb must be at least 64, got {memory_mb}")
         self.rules = rules or LinkageRules()
         self.memory_bytes = memory_mb * 1024 * 1024
         self.progress = progress
-        self.tokenizer = Tokenizer(self.rules)
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        Tokenizer(self.rules)  # build the character tables before workers fork
         # Positions handled per step; each costs ~40 bytes across the per-level arrays.
         self.chunk = max(1 << 16, self.memory_bytes // 160)
 
@@ -200,19 +234,17 @@ class IndexBuilder:
         output: str | Path,
         key_file: str | Path | None = None,
         overwrite: bool = False,
-        on_document: Callable[[], None] | None = None,
     ) -> BuildSummary:
         """Write the index to ``output`` atomically; the key goes to ``key_file``."""
         started = time.perf_counter()
         output = Path(output)
         key_path = resolve_key_path(output, key_file)
         secret = new_secret()
-        hasher = TokenHasher(self.tokenizer, secret)
         summary = BuildSummary()
         with atomic_directory(output, overwrite=overwrite) as tmp:
             work = tmp / "_work"
             work.mkdir()
-            doc_ids = self._tokenize(documents, hasher, work, summary, on_document)
+            doc_ids = self._tokenize(documents, secret, work, summary)
             arrays = self._count_levels(work, tmp, summary)
             shutil.rmtree(work)
             with atomic_write(tmp / DOC_IDS) as handle:
@@ -238,26 +270,64 @@ class IndexBuilder:
         return summary
 
     def _tokenize(
-        self,
-        documents: Iterable[tuple[str, str]],
-        hasher: TokenHasher,
-        work: Path,
-        summary: BuildSummary,
-        on_document: Callable[[], None] | None,
+        self, documents: Iterable[tuple[str, str]], secret: bytes, work: Path, summary: BuildSummary
     ) -> list[str]:
-        """Pass 1: token digests, document numbers and segment lengths to spill files."""
+        """Pass 1: token digests, document numbers and segment lengths to spill files.
+
+        Documents are tokenized in batches of ~1M characters (one vectorized pass each);
+        from the second batch on, batches go to a pool of ``workers`` processes, with at
+        most two batches per worker in flight so memory stays bounded.
+        """
         doc_ids: list[str] = []
         seen: dict[str, int] = {}
         files = {name: open(work / name, "wb") for name in ("tok", "doc", "rem")}
-        buffers: dict[str, list[np.ndarray]] = {name: [] for name in files}
-        buffered = 0
+        encoder = _BatchEncoder(self.rules, secret)
 
-        def flush() -> None:
-            for name, handle in files.items():
-                if buffers[name]:
-                    handle.write(np.concatenate(buffers[name]).tobytes())
-                    buffers[name].clear()
+        def write(first_doc: int, encoded: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+            digests, counts, remaining = encoded
+            summary.empty_documents += int(np.count_nonzero(counts == 0))
+            summary.tokens += len(digests)
+            files["tok"].write(digests.tobytes())
+            files["doc"].write(np.repeat(np.arange(first_doc, first_doc + len(counts), dtype=np.uint32), counts).tobytes())
+            files["rem"].write(remaining.tobytes())
 
+        pool = None
+        pending: deque[tuple[int, Any]] = deque()
+        try:
+            for first_doc, texts in self._batches(documents, doc_ids, seen):
+                if pool is None and first_doc > 0 and self.workers > 1:
+                    pool = multiprocessing.get_context("fork").Pool(
+                        self.workers, initializer=_start_worker, initargs=(self.rules, secret)
+                    )
+                if pool is None:
+                    write(first_doc, encoder.encode(texts))
+                    continue
+                pending.append((first_doc, pool.apply_async(_encode_in_worker, (texts,))))
+                while len(pending) > 2 * self.workers:
+                    done_doc, result = pending.popleft()
+                    write(done_doc, result.get())
+            while pending:
+                done_doc, result = pending.popleft()
+                write(done_doc, result.get())
+        finally:
+            if pool is not None:
+                pool.terminate()
+            for handle in files.values():
+                handle.close()
+        summary.documents = len(doc_ids)
+        if not doc_ids:
+            raise InputError("the corpus has no documents; check the input paths and --text-field")
+        if summary.tokens == 0:
+            raise InputError(f"the corpus's {len(doc_ids)} documents contain no tokens; nothing to index")
+        return doc_ids
+
+    def _batches(
+        self, documents: Iterable[tuple[str, str]], doc_ids: list[str], seen: dict[str, int]
+    ) -> Iterator[tuple[int, list[str]]]:
+        """``(number of the batch's first document, texts)``, registering ids in order."""
+        batch: list[str] = []
+        chars = 0
+        first = 0
         bar = tqdm(documents, desc="tokenizing", unit="doc", disable=not self.progress, leave=False)
         for doc_id, text in bar:
             doc_no = len(doc_ids)
@@ -269,29 +339,13 @@ class IndexBuilder:
                 raise InputError(f"corpus has more than {_MAX_DOCS:,} documents; split it into several indexes")
             seen[doc_id] = doc_no
             doc_ids.append(doc_id)
-            tokens = self.tokenizer.tokenize(text)
-            count = len(tokens)
-            summary.empty_documents += count == 0
-            if count:
-                buffers["tok"].append(hasher.hash_tokens(tokens))
-                buffers["doc"].append(np.full(count, doc_no, dtype=np.uint32))
-                buffers["rem"].append(np.minimum(tokens.remaining, 255).astype(np.uint8))
-                buffered += count
-                summary.tokens += count
-                if buffered >= self.chunk:
-                    flush()
-                    buffered = 0
-            if on_document is not None:
-                on_document()
-        flush()
-        for handle in files.values():
-            handle.close()
-        summary.documents = len(doc_ids)
-        if not doc_ids:
-            raise InputError("the corpus has no documents; check the input paths and --text-field")
-        if summary.tokens == 0:
-            raise InputError(f"the corpus's {len(doc_ids)} documents contain no tokens; nothing to index")
-        return doc_ids
+            batch.append(text)
+            chars += len(text)
+            if chars >= _BATCH_CHARS:
+                yield first, batch
+                first, batch, chars = len(doc_ids), [], 0
+        if batch:
+            yield first, batch
 
     def _partitions_for(self, pairs: int) -> int:
         needed = pairs * _BYTES_PER_PAIR / self.memory_bytes

@@ -105,15 +105,11 @@ class TokenHasher:
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
         """uint64 keyed digests of each token's search form."""
         cache = self._cache
-        values = list(map(cache.get, tokens.raw))
-        if None in values:
-            if len(cache) > 4_000_000:
+        unseen = set(tokens.raw).difference(cache)
+        if unseen:
+            if len(cache) + len(unseen) > 4_000_000:
                 cache.clear()
-            for i, value in enumerate(values):
-                if value is None:
-                    raw = tokens.raw[i]
-                    value = cache.get(raw)
-                    if value is None:
-                        value = cache[raw] = self._digest(raw)
-                    values[i] = value
-        return np.fromiter(values, dtype=np.uint64, count=len(values))
+                unseen = set(tokens.raw)
+            for raw in unseen:
+                cache[raw] = self._digest(raw)
+        return np.fromiter(map(cache.__getitem__, tokens.raw), dtype=np.uint64, count=len(tokens.raw))
