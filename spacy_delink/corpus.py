@@ -41,15 +41,19 @@ def read_jsonl_documents(
     id_field: str = "id",
     skip_invalid: bool = False,
     stats: CorpusStats | None = None,
-) -> Iterator[tuple[str, str]]:
-    """``(id, text)`` per JSON line; a line without an id gets ``<file>:<line>``."""
+) -> Iterator[tuple[str | int, str]]:
+    """``(id, text)`` per JSON line, the id as given; a line without one gets ``<file>:<line>``."""
     stats = stats if stats is not None else CorpusStats()
     line_stats = JsonlStats()
     for record in read_jsonl(path, skip_invalid=skip_invalid, stats=line_stats):
         where = f"{path}:{line_stats.lines}"
         text = _check_text(record.get(text_field), where, text_field)
         doc_id = record.get(id_field)
-        yield (str(doc_id) if doc_id is not None else where), text
+        if doc_id is None:
+            doc_id = where
+        elif isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+            raise InputError(f"{where}: field {id_field!r} must be a string or an integer, got {doc_id!r}")
+        yield doc_id, text
     stats.skipped_lines.extend(f"{path}:{n}" for n in line_stats.skipped)
 
 
@@ -87,7 +91,7 @@ def read_documents(
     id_field: str = "id",
     skip_invalid: bool = False,
     stats: CorpusStats | None = None,
-) -> Iterator[tuple[str, str]]:
+) -> Iterator[tuple[str | int, str]]:
     """Stream ``(id, text)`` from every source in order, choosing the reader by path."""
     stats = stats if stats is not None else CorpusStats()
     for source in sources:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import shutil
@@ -55,14 +54,14 @@ def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path
         raise
 
 
-def open_text(path: str | Path) -> IO[str]:
-    """Open a plain or gzip-compressed text file as strict UTF-8."""
+def open_binary(path: str | Path) -> IO[bytes]:
+    """Open a plain or gzip-compressed file for reading bytes (lines decode one by one)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
-    return open(path, encoding="utf-8", errors="strict")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 @dataclass
@@ -84,20 +83,16 @@ def read_jsonl(
     """
     stats = stats if stats is not None else JsonlStats()
     path = Path(path)
-    with open_text(path) as handle:
-        line_no = 0
-        while True:
+    with open_binary(path) as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            stats.lines = line_no
             try:
-                line = handle.readline()
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise InputError(
-                    f"{path}:{line_no + 1}: not valid UTF-8 ({err.reason} at byte {err.start}); "
+                    f"{path}:{line_no}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
                     "re-encode the file as UTF-8"
                 ) from None
-            if not line:
-                break
-            line_no += 1
-            stats.lines = line_no
             if not line.strip():
                 continue
             try:
