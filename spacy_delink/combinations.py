@@ -425,7 +425,7 @@ class Detection:
     @property
     def protected(self) -> bool:
         """SPEC §7: no linkable n-gram and not combination-linkable at (k, arity)."""
-        return not self.analysis.minimal() and not self.combination_linkable
+        return not self.analysis.minimal_columns()["start"] and not self.combination_linkable
 
     def to_rephrase(self) -> list[Occurrence]:
         """Minimal linkable n-grams plus each combination's flagged member, in text order."""

@@ -40,6 +40,9 @@ class LevelLookup:
     df: np.ndarray
 
 
+_COLUMNS = ("token", "n", "start", "end", "support", "row")
+
+
 @dataclass(frozen=True)
 class Occurrence:
     """One n-gram occurrence: token range ``[token, token + n)`` and character offsets."""
@@ -65,7 +68,7 @@ class LinkageAnalysis:
     levels: list[LevelLookup]
     k: int
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
-    _minimal: list[Occurrence] | None = None
+    _minimal: dict[str, list[int]] | None = None
 
     def df_of(self, n: int) -> np.ndarray:
         """df of the n-gram starting at each position (0 when absent or not looked up), length T+1."""
@@ -78,11 +81,15 @@ class LinkageAnalysis:
             self.df_at[n] = table
         return table
 
-    def _select(self, masks: list[np.ndarray], unique_keys: bool = False) -> list[Occurrence]:
-        """Occurrences chosen by one mask per level, in text order (first per key if asked)."""
+    def _select(self, masks: list[np.ndarray], unique_keys: bool = False) -> dict[str, list[int]]:
+        """Columns of the occurrences chosen by one mask per level, in text order.
+
+        Columns are plain lists (``token``, ``n``, ``start``, ``end``, ``support``, ``row``);
+        with ``unique_keys`` only each key's first occurrence is kept.
+        """
         chosen = [(level, np.flatnonzero(mask)) for level, mask in zip(self.levels, masks)]
         if not chosen:
-            return []
+            return {name: [] for name in _COLUMNS}
         n = np.concatenate([np.full(len(j), level.n) for level, j in chosen]).astype(np.int64)
         token = np.concatenate([level.positions[j] for level, j in chosen]).astype(np.int64)
         support = np.concatenate([level.df[j] for level, j in chosen]).astype(np.int64)
@@ -94,11 +101,14 @@ class LinkageAnalysis:
             key = n[order] << 40 | row[order]
             _, first = np.unique(key, return_index=True)
             order = order[np.sort(first)]
-        columns = [a[order].tolist() for a in (token, n, start, end, support, row)]
-        return [Occurrence(*values) for values in zip(*columns)]
+        return {name: column[order].tolist() for name, column in zip(_COLUMNS, (token, n, start, end, support, row))}
 
-    def minimal(self) -> list[Occurrence]:
-        """SPEC §4's minimal linkable set, sorted by start then end offset (computed once)."""
+    @staticmethod
+    def _objects(columns: dict[str, list[int]]) -> list[Occurrence]:
+        return [Occurrence(*values) for values in zip(*(columns[name] for name in _COLUMNS))]
+
+    def minimal_columns(self) -> dict[str, list[int]]:
+        """SPEC §4's minimal linkable set as columns, sorted by start then end (computed once)."""
         if self._minimal is None:
             masks = []
             for level in self.levels:
@@ -109,6 +119,10 @@ class LinkageAnalysis:
                 masks.append(mask)
             self._minimal = self._select(masks)
         return self._minimal
+
+    def minimal(self) -> list[Occurrence]:
+        """SPEC §4's minimal linkable set, sorted by start then end offset."""
+        return self._objects(self.minimal_columns())
 
     def frequent_maximal(self, unique_keys: bool = False) -> list[Occurrence]:
         """Frequent occurrences (df >= k) not strictly contained in another frequent one.
@@ -125,7 +139,7 @@ class LinkageAnalysis:
                 mask &= longer[level.positions] < self.k
                 mask &= (level.positions == 0) | (longer[left] < self.k)
             masks.append(mask)
-        return self._select(masks, unique_keys)
+        return self._objects(self._select(masks, unique_keys))
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
@@ -171,7 +185,9 @@ def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> 
 
 def ngram_records(analysis: LinkageAnalysis) -> list[dict[str, Any]]:
     """The ``ngrams`` list of ``delink assess``: the minimal linkable set with offsets."""
+    columns = analysis.minimal_columns()
+    text = analysis.text
     return [
-        {"start": o.start, "end": o.end, "text": analysis.text[o.start : o.end], "support": o.support}
-        for o in analysis.minimal()
+        {"start": start, "end": end, "text": text[start:end], "support": support}
+        for start, end, support in zip(columns["start"], columns["end"], columns["support"])
     ]

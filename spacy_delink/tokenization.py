@@ -165,11 +165,11 @@ class Tokenizer:
 
     def mask_spans(self, text: str) -> list[tuple[int, int]]:
         """The union of all mask-pattern matches, as merged, sorted character intervals."""
-        spans = sorted(
-            (m.start(), m.end()) for pattern in self._mask_res for m in pattern.finditer(text) if m.end() > m.start()
-        )
+        spans = sorted(span for pattern in self._mask_res for span in map(re.Match.span, pattern.finditer(text)))
         merged: list[tuple[int, int]] = []
         for start, end in spans:
+            if start == end:
+                continue
             if merged and start <= merged[-1][1]:
                 merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
             else:
