@@ -30,6 +30,10 @@ def register_extensions() -> None:
     Span.set_extension("linkage_risk", default=0.0, force=True)
     Span.set_extension("combinations", default=None, force=True)
     Token.set_extension("linkage_risk", getter=_token_risk, force=True)
+    Doc.set_extension("delink_source", default=None, force=True)
+    Doc.set_extension("delink_passes", default=0, force=True)
+    Doc.set_extension("delink_edits", default=None, force=True)
+    Doc.set_extension("protected", default=None, force=True)
     _registered = True
 
 

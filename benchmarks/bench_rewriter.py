@@ -1,0 +1,143 @@
+"""Throughput of ``delink_rewriter`` against a fake endpoint that takes 1 s per call, and the mask's footprint.
+
+* ``throughput``: docs/minute at concurrency 1, 4 and 16 (one batch, one prompt per
+  document), and the loop's own overhead per document (wall time minus time spent waiting
+  in the model) as a share of model time.
+* ``mask``: with the Mask model on TAB, the median share of a document's tokens that get
+  masked, token vs span granularity, k = 2 and 5, arity 1.
+
+Documents are the TAB manual de-identifications (../shared/data/tab). Prints one JSON object.
+Usage: python benchmarks/bench_rewriter.py [--docs 16] [--delay 1.0]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import spacy
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_openai_server import FakeOpenAI  # noqa: E402
+from test_tab_end_to_end import redact  # noqa: E402
+
+from spacy_delink.index import IndexBuilder, open_index  # noqa: E402
+from spacy_delink.rewriting import DelinkRewriter  # noqa: E402
+
+TAB = ROOT.parent / "shared" / "data" / "tab"
+
+
+def load_tab(tmp: Path) -> tuple[Path, list[str]]:
+    originals = json.loads((TAB / "TAB_test_BK=Original.json").read_text())
+    public = json.loads((TAB / "TAB_all_BK=Public10%.json").read_text())
+    suppression = json.loads((TAB / "TAB_test_Manual_Supression.json").read_text())
+    corpus = list(originals.items()) + [(i, t) for i, t in public.items() if i not in originals]
+    IndexBuilder(progress=False).build(corpus, tmp / "index")
+    return tmp / "index", [redact(text, suppression.get(doc_id, [])) for doc_id, text in originals.items()]
+
+
+class TimedModel:
+    """Wraps a spacy-llm model to add up the wall time spent inside it."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.seconds = 0.0
+
+    @property
+    def context_length(self) -> int:
+        return int(self.model.context_length)
+
+    def __call__(self, prompts: Iterable[Iterable[str]]) -> Iterable[Iterable[str]]:
+        started = time.perf_counter()
+        answers = self.model(prompts)
+        self.seconds += time.perf_counter() - started
+        return answers
+
+
+def throughput(index: Path, texts: list[str], delay: float) -> dict[str, Any]:
+    rows = {}
+    with FakeOpenAI(delay_s=delay) as fake:
+        for concurrency in (1, 4, 16):
+            nlp = spacy.blank("en")
+            rewriter = nlp.add_pipe(
+                "delink_rewriter",
+                config={
+                    "index": str(index), "k": 2, "cache_dir": None,
+                    "task": {"@llm_tasks": "spacy_delink.Rewrite.v1", "spans_per_prompt": 1000},
+                    "model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": fake.base_url,
+                              "name": "good", "max_in_flight": concurrency, "timeout": 30.0},
+                },
+            )
+            assert isinstance(rewriter, DelinkRewriter)
+            timed = TimedModel(rewriter.model)
+            rewriter.model = timed  # before the first pass builds spacy-llm's wrapper around it
+            before = fake.requests
+            started = time.perf_counter()
+            docs = list(nlp.pipe(texts, batch_size=len(texts)))
+            wall = time.perf_counter() - started
+            calls = fake.requests - before
+            assert all(d._.protected for d in docs)
+            overhead = (wall - timed.seconds) / len(texts)
+            rows[str(concurrency)] = {
+                "docs_per_minute": round(60 * len(texts) / wall, 1),
+                "llm_calls": calls,
+                "docs_rewritten_without_mask": sum(all(e["by"] == "llm" for e in d._.delink_edits) for d in docs),
+                "loop_overhead_ms_per_doc": round(1000 * overhead, 1),
+                "loop_overhead_share_of_model_time": round(overhead / (delay * calls / len(texts)), 4),
+            }
+    return rows
+
+
+def mask_footprint(index_path: Path, texts: list[str]) -> dict[str, Any]:
+    index = open_index(index_path)
+    rows: dict[str, Any] = {}
+    for k in (2, 5):
+        for granularity in ("token", "span"):
+            rewriter = spacy.blank("en").add_pipe(
+                "delink_rewriter", config={"index": str(index_path), "k": k, "granularity": granularity}
+            )
+            assert isinstance(rewriter, DelinkRewriter)
+            started = time.perf_counter()
+            results = rewriter.rewrite_texts(texts)
+            seconds = time.perf_counter() - started
+            shares = []
+            for text, result in zip(texts, results):
+                tokens, _ = index.tokenize(text)
+                changed = np.zeros(len(tokens), dtype=bool)
+                for edit in result.edits:
+                    changed |= (tokens.starts >= edit["start"]) & (tokens.ends <= edit["end"])
+                shares.append(100 * changed.sum() / max(len(tokens), 1))
+            rows[f"k{k}_{granularity}"] = {
+                "median_pct_tokens_masked": round(statistics.median(shares), 1),
+                "mean_pct_tokens_masked": round(statistics.mean(shares), 1),
+                "seconds": round(seconds, 2),
+            }
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=16, help="documents per throughput run")
+    parser.add_argument("--delay", type=float, default=1.0, help="seconds the fake endpoint takes per call")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        index, texts = load_tab(Path(tmp))
+        report = {
+            "documents": {"throughput": args.docs, "mask": len(texts)},
+            "fake_call_seconds": args.delay,
+            "throughput_by_concurrency": throughput(index, texts[: args.docs], args.delay),
+            "mask_arity1": mask_footprint(index, texts),
+        }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""spacy-llm models of spacy-delink: an OpenAI-compatible client and the offline mask."""

@@ -1,0 +1,1 @@
+"""spacy-llm tasks of spacy-delink."""

@@ -1,0 +1,126 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1 with scripted behaviours.
+
+The request's ``model`` field picks the behaviour, so one server serves every test:
+
+* ``good``: replaces every span with ``REPLACEMENT`` (a word absent from test corpora)
+* ``mask``: answers the mask ``[REDACTED]`` for every span
+* ``fenced``: a good answer inside a code fence with chatter around it
+* ``429``: the first request for each prompt gets 429 (``Retry-After: 0``), the next a good answer
+* ``500``: always HTTP 500
+* ``garbage``: prose without JSON;  ``empty``: an empty message;  ``nocontent``: no ``choices``
+* ``echo``: the span itself as its replacement
+* ``outside``: the whole marked context as the "span"
+* ``slow``: sleeps ``slow_s`` seconds before a good answer (for client timeouts)
+
+``delay_s`` adds a sleep to every request (the benchmark's model time). The server counts
+requests and the most requests it had in flight at once.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+REPLACEMENT = "xyzzyplugh"
+
+
+def prompt_items(prompt: str) -> list[dict[str, Any]]:
+    """The items of a ``spacy_delink.Rewrite.v1`` prompt (its last ``Items:`` line)."""
+    block = prompt.rsplit("\nItems: ", 1)[1].rsplit("\nAnswer:", 1)[0]
+    items: list[dict[str, Any]] = json.loads(block)
+    return items
+
+
+class FakeOpenAI(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # the default backlog of 5 drops bursts of connections (1 s SYN retries)
+
+    def __init__(self, delay_s: float = 0.0, slow_s: float = 2.0) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.delay_s = delay_s
+        self.slow_s = slow_s
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.seen_prompts: Counter[str] = Counter()
+        self.prompts: list[str] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeOpenAI":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def answer(self, behaviour: str, prompt: str) -> tuple[int, Any]:
+        """(HTTP status, JSON body) for one request."""
+        with self.lock:
+            self.seen_prompts[behaviour + prompt] += 1
+            first_time = self.seen_prompts[behaviour + prompt] == 1
+            self.prompts.append(prompt)
+        if behaviour == "500":
+            return 500, {"error": "internal"}
+        if behaviour == "429" and first_time:
+            return 429, {"error": "rate limited"}
+        if behaviour == "nocontent":
+            return 200, {"choices": []}
+        if behaviour == "slow":
+            time.sleep(self.slow_s)
+        items = prompt_items(prompt)
+        replacement = {"echo": None, "mask": "[REDACTED]"}.get(behaviour, REPLACEMENT)
+        answer = [
+            {
+                "id": item["id"],
+                "span": item["context"] if behaviour == "outside" else item["span"],
+                "replacement": item["span"] if replacement is None else replacement,
+            }
+            for item in items
+        ]
+        content = {
+            "garbage": "I am sorry, I cannot help with rewriting this text.",
+            "empty": "",
+            "fenced": f"Sure! Here you go:\n```json\n{json.dumps(answer)}\n```\nLet me know if you need more.",
+        }.get(behaviour, json.dumps(answer))
+        return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAI
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        server = self.server
+        with server.lock:
+            server.requests += 1
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        try:
+            if server.delay_s:
+                time.sleep(server.delay_s)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status, payload = server.answer(body["model"], body["messages"][-1]["content"])
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 429:
+                self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout tests)
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+        """Quiet: tests read the counters instead."""
