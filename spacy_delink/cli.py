@@ -207,6 +207,8 @@ def train_redactor_command(
 
     if method not in ("ranker", "logreg"):
         raise InputError(f"--method {method!r}: train ranker or logreg (random needs no training)")
+    if output.exists() and not overwrite:
+        raise InputError(f"{output} already exists; choose another --output or pass --overwrite")
     settings = RankerSettings(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed)
     sensitive_texts = texts_from_jsonl(sensitive, text_field)
     safe_texts = texts_from_jsonl(safe, text_field)
@@ -248,6 +250,7 @@ def redaction_privacy_command(
 
     import spacy
 
+    from .errors import InputError
     from .io import atomic_directory, atomic_write
     from .redaction import PrivacySettings, RankerSettings, plot_privacy_curve, privacy_curve
     from .redaction.component import texts_from_jsonl
@@ -255,6 +258,9 @@ def redaction_privacy_command(
 
     methods = [name.strip() for entry in method for name in entry.split(",") if name.strip()]
     levels = parse_fractions(fractions)
+    if output.exists() and not overwrite:
+        raise InputError(f"{output} already exists; choose another --output or pass --overwrite")
+    privacy_settings = PrivacySettings(alpha=alpha, delta=delta, knn_k=knn_k, pca_dim=pca, n_bootstrap=bootstrap, seed=seed)
     pair = [sample_texts(texts_from_jsonl(path, text_field), max_texts, seed) for path in (sensitive, safe)]
     splits = [split_texts(texts, test_share, seed) for texts in pair]
     rows = privacy_curve(
@@ -264,7 +270,7 @@ def redaction_privacy_command(
         methods,
         levels,
         RankerSettings(epochs=epochs, seed=seed),
-        PrivacySettings(alpha=alpha, delta=delta, knn_k=knn_k, pca_dim=pca, n_bootstrap=bootstrap, seed=seed),
+        privacy_settings,
         progress=True,
     )
     report = {

@@ -438,11 +438,16 @@ class Detection:
 
 
 def detect(index: CorpusIndex, text: str, k: int, arity: int = 1) -> Detection:
-    """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2."""
+    """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2.
+
+    It computes what rewriting needs — the decision, the exact scores and every flagged
+    member — and lists no combinations (``max_combinations=0``), which lets the search
+    skip minimal triples that flag nothing new.
+    """
     if arity != 1:
         check_arity(arity)
     analysis = analyze(index, text, k)
-    combinations = analyze_combinations(index, analysis, arity) if arity >= 2 else None
+    combinations = analyze_combinations(index, analysis, arity, max_combinations=0, flags=True) if arity >= 2 else None
     return Detection(text=text, analysis=analysis, combinations=combinations)
 
 
