@@ -31,6 +31,18 @@ _EXPORTS = {
     "DelinkError": "errors",
     "InputError": "errors",
     "IndexFormatError": "errors",
+    # rewriting
+    "DelinkRewriter": "rewriting",
+    "RewriteResult": "rewriting",
+    "protect_file": "rewriting",
+    "load_rewriter": "rewriting",
+    # learned redaction
+    "DelinkRedactor": "redaction",
+    "RankerSettings": "redaction",
+    "PrivacySettings": "redaction",
+    "privacy_curve": "redaction",
+    "renyi_divergence": "redaction",
+    "zcdp_epsilon": "redaction",
     # tables
     "privacy_level": "tabular",
     "local_privacy_level": "tabular",
