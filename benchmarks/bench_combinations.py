@@ -28,32 +28,17 @@ import numpy as np
 
 from spacy_delink.combinations import analyze_combinations
 from spacy_delink.detection import analyze
+from spacy_delink.evaluation import load_tab
 from spacy_delink.index import CorpusIndex, IndexBuilder
 
 TAB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"
 TARGETS = {"median_ms": 50.0, "p99_ms": 500.0}
 
 
-def redact(text: str, spans: list[list[object]]) -> str:
-    """Replace (merged) character spans by the mask."""
-    merged: list[list[int]] = []
-    for start, end in sorted((int(s), int(e)) for s, e, *_ in spans):  # type: ignore[call-overload]
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):
-        text = text[:start] + "[REDACTED]" + text[end:]
-    return text
-
-
-def load_tab() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
-    originals = json.loads((TAB / "TAB_test_BK=Original.json").read_text())
-    public = json.loads((TAB / "TAB_all_BK=Public10%.json").read_text())
-    suppression = json.loads((TAB / "TAB_test_Manual_Supression.json").read_text())
-    distractors = [(i, t) for i, t in public.items() if i not in originals]
-    queries = [redact(t, suppression.get(i, [])) for i, t in originals.items()]
-    return list(originals.items()), distractors, queries
+def load_tab_split() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+    """Originals, distractors and de-identified queries of the TAB test bed."""
+    tab = load_tab(TAB)
+    return tab.originals, tab.corpus[len(tab.originals) :], [text for _, text in tab.inputs]
 
 
 def time_documents(index: CorpusIndex, queries: list[str], k: int, arity: int, cap: int, flags: bool) -> dict[str, float]:
@@ -94,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     if not TAB.exists():
         sys.exit(f"error: TAB data not found at {TAB}")
-    originals, distractors, queries = load_tab()
+    originals, distractors, queries = load_tab_split()
     random.Random(0).shuffle(distractors)
     total = len(originals) + len(distractors)
     runs = []

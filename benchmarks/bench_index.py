@@ -43,12 +43,12 @@ from spacy_delink.assess import assess_text
 from spacy_delink.corpus import read_documents
 from spacy_delink.detection import analyze, check_k
 from spacy_delink.errors import DelinkError, InputError
+from spacy_delink.evaluation import load_tab
 from spacy_delink.index import CorpusIndex, IndexBuilder
 from spacy_delink.io import atomic_write
 from spacy_delink.tokenization import LinkageRules, Tokenizer
 
 TAB_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"
-REDACTION_MARK = "[REDACTED]"
 CUSTOM_QUERY_SAMPLE = 100
 SEED = 0
 OPEN_REPEATS = 7
@@ -87,28 +87,17 @@ class OurFigures:
     assess: dict[str, Any]
 
 
-def redact(text: str, spans: list[list[Any]]) -> str:
-    """Replace the (merged) character spans by the redaction mark, as a de-identifier would."""
-    merged: list[list[int]] = []
-    for start, end in sorted((int(s), int(e)) for s, e, *_ in spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):
-        text = text[:start] + REDACTION_MARK + text[end:]
-    return text
-
-
-def load_tab(max_docs: int | None) -> Workload:
-    files = {name: TAB_DIR / f"TAB_{name}.json" for name in ("test_BK=Original", "all_BK=Public10%", "test_Manual_Supression")}
-    missing = [str(path) for path in files.values() if not path.exists()]
-    if missing:
-        raise InputError(f"TAB data not found ({', '.join(missing)}); put ../shared/data/tab beside the checkout or pass --corpus PATH")
-    originals, public, suppression = (json.loads(path.read_text(encoding="utf-8")) for path in files.values())
-    corpus = list(originals.items()) + [(doc_id, text) for doc_id, text in public.items() if doc_id not in originals]
-    queries = [(doc_id, redact(text, suppression.get(doc_id, []))) for doc_id, text in originals.items()]
-    return Workload("TAB originals + Public10% distractors", corpus[:max_docs], queries, "TAB originals, manual suppression spans -> [REDACTED]")
+def load_tab_workload(max_docs: int | None) -> Workload:
+    try:
+        tab = load_tab(TAB_DIR)
+    except InputError as err:
+        raise InputError(f"{err}; put ../shared/data/tab beside the checkout or pass --corpus PATH") from None
+    return Workload(
+        "TAB originals + Public10% distractors",
+        tab.corpus[:max_docs],
+        tab.inputs,
+        "TAB originals, manual suppression spans -> [REDACTED]",
+    )
 
 
 def load_custom(paths: list[str], max_docs: int | None) -> Workload:
@@ -124,7 +113,7 @@ def load_custom(paths: list[str], max_docs: int | None) -> Workload:
 
 
 def load_workload(paths: list[str] | None, max_docs: int | None) -> Workload:
-    return load_custom(paths, max_docs) if paths else load_tab(max_docs)
+    return load_custom(paths, max_docs) if paths else load_tab_workload(max_docs)
 
 
 def max_rss_mb() -> float:

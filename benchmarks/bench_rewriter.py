@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_openai_server import FakeOpenAI  # noqa: E402
-from test_tab_end_to_end import redact  # noqa: E402
+from spacy_delink.evaluation import load_tab  # noqa: E402
 
 from spacy_delink.index import IndexBuilder, open_index  # noqa: E402
 from spacy_delink.rewriting import DelinkRewriter  # noqa: E402
@@ -35,13 +35,11 @@ from spacy_delink.rewriting import DelinkRewriter  # noqa: E402
 TAB = ROOT.parent / "shared" / "data" / "tab"
 
 
-def load_tab(tmp: Path) -> tuple[Path, list[str]]:
-    originals = json.loads((TAB / "TAB_test_BK=Original.json").read_text())
-    public = json.loads((TAB / "TAB_all_BK=Public10%.json").read_text())
-    suppression = json.loads((TAB / "TAB_test_Manual_Supression.json").read_text())
-    corpus = list(originals.items()) + [(i, t) for i, t in public.items() if i not in originals]
-    IndexBuilder(progress=False).build(corpus, tmp / "index")
-    return tmp / "index", [redact(text, suppression.get(doc_id, [])) for doc_id, text in originals.items()]
+def build_tab(tmp: Path) -> tuple[Path, list[str]]:
+    """Index the TAB collection; return its path and the de-identified inputs."""
+    tab = load_tab(TAB)
+    IndexBuilder(progress=False).build(tab.corpus, tmp / "index")
+    return tmp / "index", [text for _, text in tab.inputs]
 
 
 class TimedModel:
@@ -129,7 +127,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=1.0, help="seconds the fake endpoint takes per call")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        index, texts = load_tab(Path(tmp))
+        index, texts = build_tab(Path(tmp))
         report = {
             "documents": {"throughput": args.docs, "mask": len(texts)},
             "fake_call_seconds": args.delay,

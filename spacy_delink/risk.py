@@ -7,7 +7,7 @@ language and tokenizer works.
 from __future__ import annotations
 
 from spacy.language import Language
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc
 
 from .detection import analyze
 from .extensions import risk_from_anonymity, set_token_risks

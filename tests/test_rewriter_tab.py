@@ -9,7 +9,6 @@ is repeated after every mask pass, ~0.8 s per document here) and is checked with
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
@@ -22,8 +21,8 @@ import spec_oracle
 from conftest import shared_path
 from spacy_delink.cli import app
 from spacy_delink.combinations import detect
+from spacy_delink.evaluation import load_tab
 from spacy_delink.index import IndexBuilder, open_index
-from test_tab_end_to_end import redact
 
 pytestmark = pytest.mark.slow
 
@@ -32,11 +31,9 @@ K = 2
 
 @pytest.fixture(scope="module")
 def tab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    originals = json.loads(shared_path("tab", "TAB_test_BK=Original.json").read_text())
-    public = json.loads(shared_path("tab", "TAB_all_BK=Public10%.json").read_text())
-    suppression = json.loads(shared_path("tab", "TAB_test_Manual_Supression.json").read_text())
-    corpus = list(originals.items()) + [(i, t) for i, t in public.items() if i not in originals]
-    inputs = [{"id": doc_id, "text": redact(text, suppression.get(doc_id, []))} for doc_id, text in originals.items()]
+    benchmark = load_tab(shared_path("tab"))
+    corpus = benchmark.corpus
+    inputs = [{"id": doc_id, "text": text} for doc_id, text in benchmark.inputs]
     tmp = tmp_path_factory.mktemp("tab_rewriter")
     srsly.write_jsonl(tmp / "input.jsonl", inputs)
     srsly.write_jsonl(tmp / "head.jsonl", inputs[:12])

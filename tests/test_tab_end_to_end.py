@@ -6,7 +6,6 @@ not among them. Inputs: the originals with the manual suppression spans replaced
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -17,29 +16,15 @@ from typer.testing import CliRunner
 import spec_oracle
 from conftest import shared_path
 from spacy_delink.cli import app
+from spacy_delink.evaluation import load_tab
 
 pytestmark = pytest.mark.slow
 
 
-def redact(text: str, spans: list[list[object]]) -> str:
-    merged: list[list[int]] = []
-    for start, end in sorted((int(s), int(e)) for s, e, *_ in spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):
-        text = text[:start] + "[REDACTED]" + text[end:]
-    return text
-
-
 @pytest.fixture(scope="module")
 def tab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    originals = json.loads(shared_path("tab", "TAB_test_BK=Original.json").read_text())
-    public = json.loads(shared_path("tab", "TAB_all_BK=Public10%.json").read_text())
-    suppression = json.loads(shared_path("tab", "TAB_test_Manual_Supression.json").read_text())
-    corpus = list(originals.items()) + [(i, t) for i, t in public.items() if i not in originals]
-    inputs = [(doc_id, redact(text, suppression.get(doc_id, []))) for doc_id, text in originals.items()]
+    benchmark = load_tab(shared_path("tab"))
+    corpus, inputs = benchmark.corpus, benchmark.inputs
     tmp = tmp_path_factory.mktemp("tab")
     srsly.write_jsonl(tmp / "corpus.jsonl", [{"id": i, "text": t} for i, t in corpus])
     srsly.write_jsonl(tmp / "input.jsonl", [{"id": i, "text": t} for i, t in inputs])
