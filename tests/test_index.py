@@ -66,7 +66,7 @@ def test_documents_and_postings(tmp_path: Path) -> None:
     index = build(tmp_path, CORPUS)
     tokens, digests = index.tokenize("farm")
     level = index.levels[1]
-    row = int(level.find(digests)[0])
+    row = int(level.lookup(digests)[0][0])
     assert [index.doc_ids[d] for d in level.documents(row)] == ["d0", "d1", "d2"]
     assert index.documents == 3 and index.tokens == sum(len(spec_oracle.tokenize(t)[0]) for t in CORPUS)
 

@@ -179,7 +179,7 @@ def _count_partition(
     return unique_keys, df, postings, order, rank
 
 
-_BATCH_CHARS = 1 << 20
+_BATCH_CHARS = 1 << 18
 
 
 class _BatchEncoder:
@@ -274,7 +274,7 @@ class IndexBuilder:
     ) -> list[str]:
         """Pass 1: token digests, document numbers and segment lengths to spill files.
 
-        Documents are tokenized in batches of ~1M characters (one vectorized pass each);
+        Documents are tokenized in batches of ~256K characters (one vectorized pass each);
         from the second batch on, batches go to a pool of ``workers`` processes, with at
         most two batches per worker in flight so memory stays bounded.
         """

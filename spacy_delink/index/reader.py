@@ -24,21 +24,18 @@ class Level:
     offsets: np.ndarray
     postings: np.ndarray
 
-    def find(self, keys: np.ndarray) -> np.ndarray:
-        """Row of each key in this level, or -1 when it is not stored."""
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key in this level (-1 when not stored) and its document frequency (0)."""
         if not len(self.keys) or not len(keys):
-            return np.full(len(keys), -1, dtype=np.int64)
+            return np.full(len(keys), -1, dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
         rows = np.searchsorted(self.keys, keys)
-        rows[rows == len(self.keys)] = 0
-        return np.where(self.keys[rows] == keys, rows, -1)
-
-    def df(self, rows: np.ndarray) -> np.ndarray:
-        """Document frequency of each row (0 for -1)."""
-        if not len(self.keys):
-            return np.zeros(len(rows), dtype=np.int64)
-        safe = np.maximum(rows, 0)
-        counts = (self.offsets[safe + 1] - self.offsets[safe]).astype(np.int64)
-        return np.where(rows >= 0, counts, 0)
+        np.minimum(rows, len(self.keys) - 1, out=rows)
+        missing = self.keys[rows] != keys
+        df = self.offsets[rows + 1].astype(np.int64)
+        df -= self.offsets[rows]
+        df[missing] = 0
+        rows[missing] = -1
+        return rows, df
 
     def documents(self, row: int) -> np.ndarray:
         """Document numbers of one row's posting list (sorted)."""
