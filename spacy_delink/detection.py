@@ -160,24 +160,22 @@ def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> 
     count = len(tokens)
     remaining = tokens.remaining
     levels: list[LevelLookup] = []
-    keys_at = np.zeros(count, dtype=np.uint64)
-    df_at = np.zeros(count + 1, dtype=np.int64)
+    positions = np.arange(count)
+    keys = digests
     for n in range(1, max_n + 1):
-        if n == 1:
-            positions = np.arange(count)
-            keys = digests
-        else:
-            viable = (remaining >= n) & (df_at[:count] >= 2) & (df_at[1 : count + 1] >= 2)
-            positions = np.flatnonzero(viable)
+        if n > 1:
+            # Extend the (n-1)-grams at i whose suffix at i+1 is also frequent enough (>= 2).
+            previous = levels[-1]
+            common = np.flatnonzero(previous.df >= 2)
+            starts = previous.positions[common]
+            chain = (starts[1:] == starts[:-1] + 1) & (remaining[starts[:-1]] >= n)
+            extendable = common[:-1][chain]
+            positions = starts[:-1][chain]
             if not len(positions):
                 break
-            keys = extend(keys_at[positions], digests[positions + n - 1])
+            keys = extend(previous.keys[extendable], digests[positions + n - 1])
         rows, df = index.levels[n].lookup(keys)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
-        keys_at = np.zeros(count, dtype=np.uint64)
-        keys_at[positions] = keys
-        df_at = np.zeros(count + 1, dtype=np.int64)
-        df_at[positions] = df
     return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k)
 
 
