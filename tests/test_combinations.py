@@ -155,3 +155,17 @@ def test_component_bad_config(tmp_path: Path) -> None:
         nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "max_combinations": -1})
     with pytest.raises(InputError, match="k must be"):
         nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 1})
+
+
+def test_index_without_posting_lists_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from spacy_delink.errors import IndexFormatError
+
+    build(tmp_path, CORPUS)
+    manifest_path = tmp_path / "index" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["arrays"]["level-1.postings"]
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="level-1.postings"):
+        CorpusIndex(tmp_path / "index")
