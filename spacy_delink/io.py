@@ -16,6 +16,13 @@ import srsly
 from .errors import InputError
 
 
+def _umask() -> int:
+    """The process umask (reading it means setting it, so it is restored at once)."""
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Write to a temporary file beside ``path`` and rename it into place on success.
@@ -25,6 +32,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide outputs from the user's group
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
@@ -44,6 +52,7 @@ def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path
         raise InputError(f"{path} already exists; choose another output path or pass --overwrite")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    tmp.chmod(0o777 & ~_umask())
     try:
         yield tmp
         if path.exists():
