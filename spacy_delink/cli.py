@@ -216,7 +216,7 @@ def train_redactor_command(
     nlp = train_pipeline(sensitive_texts, safe_texts, method, fraction, settings, base, embedder, progress=True)
     with atomic_directory(output, overwrite=overwrite) as folder:
         nlp.to_disk(folder)
-    training = nlp.get_pipe("delink_redactor").training
+    training = nlp.get_pipe("delink_redactor").training  # type: ignore[attr-defined]
     detail = (
         f"best epoch {training['best_epoch']} of {len(training['history'])}, "
         f"held-out loss {training['history'][training['best_epoch'] - 1]['valid_loss']:.4f}, {training['seconds']:.1f} s"

@@ -474,7 +474,7 @@ class CombinationDetector(IndexedComponent):
         analysis = analyze(self.index, doc.text, self.k)
         result = analyze_combinations(self.index, analysis, self.arity, self.max_combinations, flags=True)
         member_spans: dict[int, Span] = {}
-        combinations = []
+        combinations: list[dict[str, Any]] = []
         for number, combination in enumerate(result.head(self.max_combinations)):
             for member in combination.members:
                 if member not in member_spans:

@@ -57,7 +57,7 @@ def read_jsonl_documents(
     stats.skipped_lines.extend(f"{path}:{n}" for n in line_stats.skipped)
 
 
-def read_text_folder(path: Path) -> Iterator[tuple[str, str]]:
+def read_text_folder(path: Path) -> Iterator[tuple[str | int, str]]:
     """One document per ``*.txt`` file (recursively, sorted), id = path relative to the folder."""
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
@@ -70,7 +70,7 @@ def read_text_folder(path: Path) -> Iterator[tuple[str, str]]:
         yield str(file.relative_to(path)), _check_text(text, str(file), "text")
 
 
-def read_docbin(path: Path) -> Iterator[tuple[str, str]]:
+def read_docbin(path: Path) -> Iterator[tuple[str | int, str]]:
     """Texts of a spaCy DocBin; ids from ``doc.user_data['id']`` when set, else ``<file>#<n>``."""
     import spacy
     from spacy.tokens import DocBin

@@ -69,7 +69,7 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
     return open(path, "rb")
 
 

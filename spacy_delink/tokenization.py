@@ -258,7 +258,7 @@ class Tokenizer:
         if form is None:
             form = raw
             if self.rules.normalization and not raw.isascii():
-                form = unicodedata.normalize(self.rules.normalization, form)
+                form = unicodedata.normalize(self.rules.normalization, form)  # type: ignore[arg-type]
             if self.rules.casefold:
                 form = form.casefold()
             if len(self._forms) > 2_000_000:

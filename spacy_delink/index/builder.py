@@ -29,7 +29,7 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Union
 
 import numpy as np
 import xxhash
@@ -41,6 +41,8 @@ from ..tokenization import LinkageRules, Tokenizer
 from .format import DOC_IDS, FORMAT_NAME, FORMAT_VERSION, MANIFEST, array_file
 from .hashing import TokenHasher, extend, key_id, new_secret, resolve_key_path, write_key
 
+#: A document id as given by the user (JSON string or integer).
+DocId = Union[str, int]
 #: Bytes of working memory per counted (key, document) pair while a partition is sorted.
 _BYTES_PER_PAIR = 64
 _MAX_DOCS = 2**32 - 1
@@ -67,7 +69,7 @@ class BuildSummary:
 class _ArrayWriter:
     """Appends raw array chunks to one file while hashing them for the manifest."""
 
-    def __init__(self, path: Path, dtype: np.dtype) -> None:
+    def __init__(self, path: Path, dtype: "np.typing.DTypeLike") -> None:
         self.path = path
         self.dtype = np.dtype(dtype)
         self._handle = open(path, "wb")
@@ -80,7 +82,7 @@ class _ArrayWriter:
         self._hasher.update(data)
         self.length += len(values)
 
-    def close(self) -> dict[str, object]:
+    def close(self) -> dict[str, Any]:
         self._handle.close()
         return {
             "file": self.path.name,
@@ -230,7 +232,7 @@ class IndexBuilder:
 
     def build(
         self,
-        documents: Iterable[tuple[str, str]],
+        documents: Iterable[tuple[DocId, str]],
         output: str | Path,
         key_file: str | Path | None = None,
         overwrite: bool = False,
@@ -270,16 +272,16 @@ class IndexBuilder:
         return summary
 
     def _tokenize(
-        self, documents: Iterable[tuple[str, str]], secret: bytes, work: Path, summary: BuildSummary
-    ) -> list[str]:
+        self, documents: Iterable[tuple[DocId, str]], secret: bytes, work: Path, summary: BuildSummary
+    ) -> list[DocId]:
         """Pass 1: token digests, document numbers and segment lengths to spill files.
 
         Documents are tokenized in batches of ~256K characters (one vectorized pass each);
         from the second batch on, batches go to a pool of ``workers`` processes, with at
         most two batches per worker in flight so memory stays bounded.
         """
-        doc_ids: list[str] = []
-        seen: dict[str, int] = {}
+        doc_ids: list[DocId] = []
+        seen: dict[DocId, int] = {}
         files = {name: open(work / name, "wb") for name in ("tok", "doc", "rem")}
         encoder = _BatchEncoder(self.rules, secret)
 
@@ -322,7 +324,7 @@ class IndexBuilder:
         return doc_ids
 
     def _batches(
-        self, documents: Iterable[tuple[str, str]], doc_ids: list[str], seen: dict[str, int]
+        self, documents: Iterable[tuple[DocId, str]], doc_ids: list[DocId], seen: dict[DocId, int]
     ) -> Iterator[tuple[int, list[str]]]:
         """``(number of the batch's first document, texts)``, registering ids in order."""
         batch: list[str] = []
@@ -370,13 +372,13 @@ class IndexBuilder:
                 columns.append(np.memmap(work / name, dtype=dtype, mode="w+", shape=(total,)))
         return tuple(columns)
 
-    def _count_levels(self, work: Path, out: Path, summary: BuildSummary) -> dict[str, dict[str, object]]:
+    def _count_levels(self, work: Path, out: Path, summary: BuildSummary) -> dict[str, dict[str, Any]]:
         """Pass 2: per level, keys of the surviving positions → df, postings, stored arrays."""
         total = summary.tokens
         tok, doc, rem, *scratch = self._level_arrays(work, total)
         keys_buffers, df_buffers = scratch[:2], scratch[2:]
         postings_dtype = np.uint16 if summary.documents <= 1 << 16 else np.uint32
-        arrays: dict[str, dict[str, object]] = {}
+        arrays: dict[str, dict[str, Any]] = {}
         prev_keys: np.ndarray | None = None
         prev_df: np.ndarray | None = None
         levels = tqdm(

@@ -301,5 +301,5 @@ def train_pipeline(
     safe = list(nlp.pipe(safe_texts))
     config = {"method": method, "fraction": fraction, "embedder": embedder, "seed": settings.seed}
     redactor = nlp.add_pipe("delink_redactor", config=config)
-    redactor.fit(sensitive, safe, settings, progress)
+    redactor.fit(sensitive, safe, settings, progress)  # type: ignore[attr-defined]
     return nlp

@@ -99,8 +99,8 @@ class TransformerEncoder:
         word gets a vector; a word split by a window edge averages its pieces from both.
         """
         result: list[np.ndarray] = [np.zeros((len(words), self.width), np.float32) for words in word_lists]
-        for batch in self._batches([len(words) for words in word_lists], "word embeddings", progress):
-            batch = [index for index in batch if len(word_lists[index])]
+        for indices in self._batches([len(words) for words in word_lists], "word embeddings", progress):
+            batch = [int(index) for index in indices if len(word_lists[index])]
             if not batch:
                 continue
             encoding = self.tokenizer(

@@ -123,7 +123,7 @@ def load_table(source: TableSource, name: str = "table") -> Table:
     if hasattr(source, "to_dict") and hasattr(source, "columns"):  # pandas.DataFrame
         return _from_columns(source.to_dict(orient="list"), f"{name} (pandas)")
     if isinstance(source, Sequence):
-        return _from_records(source, name)
+        return _from_records(source, name)  # type: ignore[arg-type]  # str was handled above
     raise InputError(
         f"{name}: unsupported table type {type(source).__name__}; "
         "pass a CSV path, a list of dicts, a pandas DataFrame or a pyarrow Table"

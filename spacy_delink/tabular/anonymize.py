@@ -263,7 +263,7 @@ def _encode_qi(table: Table, name: str, hierarchy: Hierarchy) -> tuple[np.ndarra
                 f"{hierarchy.source}; add a row for it"
             )
     for level in range(hierarchy.height):
-        labels, label_of_leaf = _factorize([hierarchy.paths[leaf][level] for leaf in leaves])
+        labels, label_of_leaf = _factorize([hierarchy.paths[str(leaf)][level] for leaf in leaves])
         level_codes.append(labels)
         level_labels.append([str(label) for label in label_of_leaf])
     return leaf_codes, level_codes, level_labels
