@@ -12,6 +12,7 @@ absolute path is recorded, and ``$DELINK_KEY_FILE`` overrides it when loading el
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -28,7 +29,7 @@ from .index.hashing import KEY_ENV
 COPIED_INDEX_DIR = "index"
 
 
-class IndexedComponent:
+class IndexedComponent(ABC):
     """Base for components that query a :class:`CorpusIndex` at threshold ``k``."""
 
     def __init__(
@@ -65,8 +66,9 @@ class IndexedComponent:
         """Open the index now, so a bad path or key fails at ``nlp.initialize()``."""
         _ = self.index
 
+    @abstractmethod
     def __call__(self, doc: Doc) -> Doc:
-        raise NotImplementedError
+        """Annotate (or rewrite) one document."""
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         for doc in stream:

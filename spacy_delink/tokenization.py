@@ -96,7 +96,7 @@ def _word_chars() -> np.ndarray:
     try:
         return np.unpackbits(np.load(cache))[:0x110000].astype(bool)
     except (OSError, ValueError):
-        pass
+        pass  # no usable cache yet: scan once and write it
     every_char = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
     table = np.zeros(0x110000, dtype=bool)
     for match in re.finditer(r"[^\W_]+", every_char):
