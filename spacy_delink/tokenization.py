@@ -156,14 +156,13 @@ class Tokens:
 
 
 class Tokenizer:
-    """Tokenizes text under one set of :class:`LinkageRules`, caching search forms."""
+    """Tokenizes text under one set of :class:`LinkageRules`."""
 
     def __init__(self, rules: LinkageRules | None = None) -> None:
         self.rules = rules or LinkageRules()
         self._classes = _char_classes(self.rules.break_chars)
         self._mask_res = [re.compile(p) for p in self.rules.mask_patterns]
         self._single = {ord(c) for c in self.rules.non_breaking_single}
-        self._forms: dict[str, str] = {}
 
     def mask_spans(self, text: str) -> list[tuple[int, int]]:
         """The union of all mask-pattern matches, as merged, sorted character intervals."""
@@ -253,15 +252,8 @@ class Tokenizer:
         return gap_after
 
     def search_form(self, raw: str) -> str:
-        """SPEC §1: ``NFKC(token).casefold()`` (per the configured rules), cached."""
-        form = self._forms.get(raw)
-        if form is None:
-            form = raw
-            if self.rules.normalization and not raw.isascii():
-                form = unicodedata.normalize(self.rules.normalization, form)  # type: ignore[arg-type]
-            if self.rules.casefold:
-                form = form.casefold()
-            if len(self._forms) > 2_000_000:
-                self._forms.clear()
-            self._forms[raw] = form
-        return form
+        """SPEC §1: ``NFKC(token).casefold()`` (per the configured rules)."""
+        form = raw
+        if self.rules.normalization and not raw.isascii():  # NFKC leaves ASCII unchanged
+            form = unicodedata.normalize(self.rules.normalization, form)  # type: ignore[arg-type]
+        return form.casefold() if self.rules.casefold else form

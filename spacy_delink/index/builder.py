@@ -187,9 +187,9 @@ _BATCH_CHARS = 1 << 18
 class _BatchEncoder:
     """Tokenizes and hashes a batch of texts: (digests, token count per text, segment lengths)."""
 
-    def __init__(self, rules: LinkageRules, secret: bytes) -> None:
+    def __init__(self, rules: LinkageRules, secret: bytes, cache_limit: int) -> None:
         self.tokenizer = Tokenizer(rules)
-        self.hasher = TokenHasher(self.tokenizer, secret)
+        self.hasher = TokenHasher(self.tokenizer, secret, cache_limit)
 
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tokens, counts = self.tokenizer.tokenize_batch(texts)
@@ -200,9 +200,9 @@ class _BatchEncoder:
 _worker_encoder: _BatchEncoder | None = None
 
 
-def _start_worker(rules: LinkageRules, secret: bytes) -> None:
+def _start_worker(rules: LinkageRules, secret: bytes, cache_limit: int) -> None:
     global _worker_encoder
-    _worker_encoder = _BatchEncoder(rules, secret)
+    _worker_encoder = _BatchEncoder(rules, secret, cache_limit)
 
 
 def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -283,7 +283,9 @@ class IndexBuilder:
         doc_ids: list[DocId] = []
         seen: dict[DocId, int] = {}
         files = {name: open(work / name, "wb") for name in ("tok", "doc", "rem")}
-        encoder = _BatchEncoder(self.rules, secret)
+        # The digest cache (~150 bytes per distinct raw token) takes at most a tenth of the budget.
+        cache_limit = max(10_000, self.memory_bytes // 1500)
+        encoder = _BatchEncoder(self.rules, secret, cache_limit)
 
         def write(first_doc: int, encoded: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
             digests, counts, remaining = encoded
@@ -299,7 +301,7 @@ class IndexBuilder:
             for first_doc, texts in self._batches(documents, doc_ids, seen):
                 if pool is None and first_doc > 0 and self.workers > 1:
                     pool = multiprocessing.get_context("fork").Pool(
-                        self.workers, initializer=_start_worker, initargs=(self.rules, secret)
+                        self.workers, initializer=_start_worker, initargs=(self.rules, secret, cache_limit)
                     )
                 if pool is None:
                     write(first_doc, encoder.encode(texts))

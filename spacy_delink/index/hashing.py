@@ -91,12 +91,13 @@ def extend(prefix: np.ndarray, token: np.ndarray) -> np.ndarray:
 class TokenHasher:
     """Maps raw tokens to keyed 64-bit digests of their search forms (cached per raw string)."""
 
-    def __init__(self, tokenizer: Tokenizer, secret: bytes) -> None:
+    def __init__(self, tokenizer: Tokenizer, secret: bytes, cache_limit: int = 1_000_000) -> None:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
         self._secret = secret
         self._cache: dict[str, int] = {}
+        self.cache_limit = cache_limit  # distinct raw tokens kept (~150 bytes each)
 
     def _digest(self, raw: str) -> int:
         form = self.tokenizer.search_form(raw).encode("utf-8", "surrogatepass")
@@ -107,7 +108,7 @@ class TokenHasher:
         cache = self._cache
         unseen = set(tokens.raw).difference(cache)
         if unseen:
-            if len(cache) + len(unseen) > 4_000_000:
+            if len(cache) + len(unseen) > self.cache_limit:
                 cache.clear()
                 unseen = set(tokens.raw)
             for raw in unseen:
