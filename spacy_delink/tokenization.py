@@ -166,7 +166,10 @@ class Tokenizer:
 
     def mask_spans(self, text: str) -> list[tuple[int, int]]:
         """The union of all mask-pattern matches, as merged, sorted character intervals."""
-        spans = sorted(span for pattern in self._mask_res for span in map(re.Match.span, pattern.finditer(text)))
+        spans: list[tuple[int, int]] = []
+        for pattern in self._mask_res:
+            spans.extend(map(re.Match.span, pattern.finditer(text)))
+        spans.sort()
         merged: list[tuple[int, int]] = []
         for start, end in spans:
             if start == end:
@@ -247,7 +250,9 @@ class Tokenizer:
             one_char &= starts[gap_after] - ends[gap_after - 1] == 1
             if masks and one_char.any():
                 mask_starts = np.fromiter((s for s, _ in masks), dtype=np.int64, count=len(masks))
-                one_char &= ~np.isin(positions, mask_starts)
+                single = np.flatnonzero(one_char)
+                at = np.minimum(np.searchsorted(mask_starts, positions[single]), len(mask_starts) - 1)
+                one_char[single[mask_starts[at] == positions[single]]] = False
             gap_after = gap_after[~one_char]
         return gap_after
 
