@@ -87,13 +87,15 @@ class CombinationAnalysis:
 
     Combinations stay in arrays (a document can have a million minimal triples):
     ``pairs`` (P×2) and ``triples`` (T×3) hold candidate indices in ascending order, which
-    is text order. ``pairs`` is always complete; ``triples_complete`` says whether every
-    minimal triple was enumerated (module docstring, step 5).
+    is text order. ``pairs`` holds every linkable pair, or with a report cap the first
+    ``max_combinations`` of them (``pair_count`` counts them all); ``triples_complete``
+    says whether every minimal triple was enumerated (module docstring, step 5).
     """
 
     candidates: list[Occurrence]
     pairs: np.ndarray
     pair_support: np.ndarray
+    pair_count: int
     triples: np.ndarray
     triple_support: np.ndarray
     triples_complete: bool
@@ -104,11 +106,13 @@ class CombinationAnalysis:
 
     @property
     def combination_linkable(self) -> bool:
-        return len(self.pairs) > 0 or len(self.triples) > 0
+        return self.pair_count > 0 or len(self.triples) > 0
 
     def head(self, limit: int | None = None) -> list[Combination]:
         """The first ``limit`` combinations in the SPEC order (size, support, start offsets)."""
-        limit = len(self.pairs) + len(self.triples) if limit is None else limit
+        limit = self.pair_count + len(self.triples) if limit is None else limit
+        if len(self.pairs) < min(limit, self.pair_count):
+            raise ValueError("only the report's head of the pairs was kept; analyze with a larger max_combinations")
         head = _ordered_head(self.pairs, self.pair_support, limit)
         if len(head) < limit:
             if not self.triples_complete:
@@ -162,7 +166,10 @@ def _membership(index: CorpusIndex, candidates: list[Occurrence]) -> tuple[np.nd
     return matrix, df
 
 
-_PRODUCT_BLOCK_ROWS = 128
+#: Rows per block in the matrix products (two float copies of this many rows exist at once).
+_PRODUCT_BLOCK_ROWS = 64
+#: Rows per block when scanning the pair matrix (a block's linkable pairs exist at once).
+_SCAN_BLOCK_ROWS = 32
 
 
 def _pair_supports(matrix: np.ndarray) -> np.ndarray:
@@ -208,6 +215,39 @@ def _intersection_sizes(bits: np.ndarray, left: np.ndarray, right: np.ndarray) -
     return sizes
 
 
+def _viable_pairs(pairs: np.ndarray, a: int, partners: np.ndarray, df: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Partner index pairs (b, c), b < c, with |b∩c| >= k whose triple with ``a`` may be linkable.
+
+    The test is the largest of the three inclusion-exclusion lower bounds (around a, b and
+    c) staying below k. It is built for one block of partner rows at a time, in place, so
+    memory stays at a block's width whatever the number of partners.
+    """
+    overlap_a = pairs[a, partners].astype(np.int32)  # int32: sums of int16 counts overflow
+    df_p = df[partners].astype(np.int32)
+    column = np.arange(len(partners))
+    found_b: list[np.ndarray] = []
+    found_c: list[np.ndarray] = []
+    step = max(_SCAN_BLOCK_ROWS, (1 << 16) // len(partners))  # ~64K bound cells per block
+    for start in range(0, len(partners), step):
+        rows = slice(start, start + step)
+        overlap_bc = pairs[np.ix_(partners[rows], partners)].astype(np.int32)
+        bound = overlap_a[rows, None] + overlap_a[None, :]
+        bound -= np.int32(df[a])
+        around = overlap_bc + overlap_a[rows, None]
+        around -= df_p[rows, None]
+        np.maximum(bound, around, out=bound)
+        np.add(overlap_bc, overlap_a[None, :], out=around)
+        around -= df_p[None, :]
+        np.maximum(bound, around, out=bound)
+        viable = bound < k
+        viable &= overlap_bc >= k
+        viable &= column[None, :] > column[rows, None]
+        b_idx, c_idx = np.nonzero(viable)
+        found_b.append(b_idx + start)
+        found_c.append(c_idx)
+    return np.concatenate(found_b), np.concatenate(found_c)
+
+
 def _minimal_triples(
     matrix: np.ndarray, df: np.ndarray, pairs: np.ndarray, k: int, rank: np.ndarray, flagged: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -234,26 +274,10 @@ def _minimal_triples(
             continue  # every such triple's flagged member is flagged already
         if len(partners) < 2:
             continue
-        overlap_a = pairs[a, partners].astype(np.int32)  # int32: sums of int16 counts overflow
-        overlap_bc = pairs[np.ix_(partners, partners)].astype(np.int32)
-        df_p = df[partners].astype(np.int32)
-        # max of the three inclusion-exclusion bounds, built in place to bound memory
-        bound = overlap_a[:, None] + overlap_a[None, :]
-        bound -= np.int32(df[a])
-        around = overlap_bc + overlap_a[:, None]
-        around -= df_p[:, None]
-        np.maximum(bound, around, out=bound)
-        np.add(overlap_bc, overlap_a[None, :], out=around)
-        around -= df_p[None, :]
-        np.maximum(bound, around, out=bound)
-        del around
-        viable = bound < k
-        viable &= overlap_bc >= k
-        b_idx, c_idx = np.nonzero(np.triu(viable, 1))
+        b_idx, c_idx = _viable_pairs(pairs, int(a), partners, df, k)
         if flagged is not None and len(b_idx):
             members = np.stack([np.full(len(b_idx), a), partners[b_idx], partners[c_idx]], axis=1)
-            lowest = members[np.arange(len(members)), np.argmin(rank[members], axis=1)]
-            open_ = ~flagged[lowest]
+            open_ = ~flagged[_lowest_ranked(members, rank)]
             b_idx, c_idx = b_idx[open_], c_idx[open_]
         if not len(b_idx):
             continue
@@ -268,53 +292,112 @@ def _minimal_triples(
             found.append(members)
             supports.append(support[linkable])
             if flagged is not None:
-                flagged[members[np.arange(len(members)), np.argmin(rank[members], axis=1)]] = True
+                _flags(members, rank, flagged)
     if not found:
         return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(found), np.concatenate(supports)
 
 
-def _lowest_triple_through_pairs(
-    matrix: np.ndarray, pairs: np.ndarray, pair_support: np.ndarray, best: int
-) -> int:
-    """Smallest positive support of a triple containing a linkable pair, if below ``best``."""
-    for (a, b), support in zip(pairs, pair_support):
+def _lowest_triple_through_pairs(matrix: np.ndarray, pairs: np.ndarray, k: int, best: int) -> int:
+    """Smallest positive support of a triple containing a linkable pair, if below ``best``.
+
+    Only a pair with support >= 2 can have a triple below ``best`` (>= 1), so nothing is
+    needed once ``best`` is 1; the pairs are read again from the pair matrix.
+    """
+    for start in range(0, len(pairs), _SCAN_BLOCK_ROWS):
         if best <= 1:
             break
-        if support <= 1:
-            continue  # its triples have support <= 1, which cannot go below a best >= 1
-        shared_docs = np.flatnonzero(matrix[a] & matrix[b])
-        through = matrix[:, shared_docs].sum(axis=1, dtype=np.int64)
-        through[[a, b]] = 0
-        positive = through[through >= 1]
-        if len(positive):
-            best = min(best, int(positive.min()))
+        block = pairs[start : start + _SCAN_BLOCK_ROWS]
+        rows, cols = np.nonzero((block >= 2) & (block < k))
+        for a, b in zip((rows + start).tolist(), cols.tolist()):
+            if best <= 1:
+                break
+            if a >= b:
+                continue
+            shared_docs = np.flatnonzero(matrix[a] & matrix[b])
+            through = matrix[:, shared_docs].sum(axis=1, dtype=np.int64)
+            through[[a, b]] = 0
+            positive = through[through >= 1]
+            if len(positive):
+                best = min(best, int(positive.min()))
     return best
 
 
-def _linkable_pairs(pairs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (a < b) with 1 <= support < k, gathered by row blocks to bound memory."""
-    members, supports = [], []
-    for start in range(0, len(pairs), _PRODUCT_BLOCK_ROWS):
-        block = pairs[start : start + _PRODUCT_BLOCK_ROWS]
+@dataclass
+class _PairScan:
+    """What one pass over the pair matrix keeps: the report's head, the count, the minimum."""
+
+    members: np.ndarray
+    support: np.ndarray
+    count: int
+    lowest: int | None
+
+
+def _head_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
+    """Packed sort keys in the SPEC order (support, then members), when they fit in 64 bits."""
+    if not len(members) or members.max() >= 1 << 24 or support.max() >= 1 << 16:
+        return None
+    return (
+        support.astype(np.uint64) << np.uint64(48)
+        | members[:, 0].astype(np.uint64) << np.uint64(24)
+        | members[:, 1].astype(np.uint64)
+    )
+
+
+def _scan_pairs(
+    pairs: np.ndarray, k: int, keep: int | None, rank: np.ndarray, flagged: np.ndarray | None
+) -> _PairScan:
+    """Linkable pairs (a < b, 1 <= support < k), one block of rows at a time.
+
+    Every pair marks its flagged member (when ``flagged`` is given) and counts, but only
+    the ``keep`` first in the SPEC order are held (all when ``keep`` is None): a document
+    can have 10^5 linkable pairs, and the report cap cuts them anyway.
+    """
+    kept_members: list[np.ndarray] = []
+    kept_support: list[np.ndarray] = []
+    held = 0
+    count = 0
+    lowest: int | None = None
+    for start in range(0, len(pairs), _SCAN_BLOCK_ROWS):
+        block = pairs[start : start + _SCAN_BLOCK_ROWS]
         rows, cols = np.nonzero((block >= 1) & (block < k))
-        rows += start
-        upper = rows < cols
-        members.append(np.stack([rows[upper], cols[upper]], axis=1).astype(np.int32))
-        supports.append(block[rows[upper] - start, cols[upper]].astype(np.int32))
-    if not members:
-        return np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32)
-    return np.concatenate(members), np.concatenate(supports)
+        upper = rows + start < cols
+        rows, cols = rows[upper], cols[upper]
+        if not len(rows):
+            continue
+        support = block[rows, cols].astype(np.int32)
+        members = np.stack([rows + start, cols], axis=1).astype(np.int32)
+        count += len(members)
+        lowest = int(support.min()) if lowest is None else min(lowest, int(support.min()))
+        if flagged is not None:
+            _flags(members, rank, flagged)
+        kept_members.append(members)
+        kept_support.append(support)
+        held += len(members)
+        if keep is not None and held > 2 * keep + 4096:
+            merged_members, merged_support = np.concatenate(kept_members), np.concatenate(kept_support)
+            keys = _head_keys(merged_members, merged_support)
+            if keys is not None:
+                chosen = np.argpartition(keys, keep)[:keep] if keep < len(keys) else np.arange(len(keys))
+                merged_members, merged_support = merged_members[chosen], merged_support[chosen]
+            kept_members, kept_support, held = [merged_members], [merged_support], len(merged_members)
+    if not kept_members:
+        return _PairScan(np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), 0, None)
+    return _PairScan(np.concatenate(kept_members), np.concatenate(kept_support), count, lowest)
 
 
-def _flags(members: np.ndarray, rank: np.ndarray, flagged: np.ndarray) -> None:
-    """Mark each combination's flagged member (lowest rank) in ``flagged``."""
-    if not len(members):
-        return
+def _lowest_ranked(members: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Each combination's flagged member: the lowest ``rank`` (fewest tokens, then earliest)."""
     lowest = members[:, 0]
     for column in range(1, members.shape[1]):
         lowest = np.where(rank[members[:, column]] < rank[lowest], members[:, column], lowest)
-    flagged[lowest] = True
+    return lowest
+
+
+def _flags(members: np.ndarray, rank: np.ndarray, flagged: np.ndarray) -> None:
+    """Mark each combination's flagged member in ``flagged``."""
+    if len(members):
+        flagged[_lowest_ranked(members, rank)] = True
 
 
 def analyze_combinations(
@@ -340,20 +423,20 @@ def analyze_combinations(
     flagged = np.zeros(len(candidates), dtype=bool)
     pair_members = np.zeros((0, 2), dtype=np.int32)
     pair_support = np.zeros(0, dtype=np.int32)
+    pair_count = 0
     triple_members = np.zeros((0, 3), dtype=np.int64)
     triple_support = np.zeros(0, dtype=np.int64)
     triples_complete = arity < 3
     if len(candidates) >= 2:
         matrix, df = _membership(index, candidates)
         pairs = _pair_supports(matrix)
-        pair_members, pair_support = _linkable_pairs(pairs, k)
-        if len(pair_support):
-            best = min(best, int(pair_support.min()))
-        if flags:
-            _flags(pair_members, rank, flagged)
+        scan = _scan_pairs(pairs, k, max_combinations, rank, flagged if flags else None)
+        pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
+        if scan.lowest is not None:
+            best = min(best, scan.lowest)
         if arity >= 3 and len(candidates) >= 3:
-            report_needs_triples = max_combinations is None or len(pair_members) < max_combinations
-            if report_needs_triples or not len(pair_members) or best > 1:
+            report_needs_triples = max_combinations is None or pair_count < max_combinations
+            if report_needs_triples or not pair_count or best > 1:
                 triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None)
                 triples_complete = True
                 if flags:
@@ -362,13 +445,14 @@ def analyze_combinations(
                 triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, flagged)
             if len(triple_support):
                 best = min(best, int(triple_support.min()))
-            best = _lowest_triple_through_pairs(matrix, pair_members, pair_support, best)
+            best = _lowest_triple_through_pairs(matrix, pairs, k, best)
     elif arity >= 3:
         triples_complete = True
     return CombinationAnalysis(
         candidates=candidates,
         pairs=pair_members,
         pair_support=pair_support,
+        pair_count=pair_count,
         triples=triple_members,
         triple_support=triple_support,
         triples_complete=triples_complete,

@@ -139,3 +139,20 @@ def test_assess_arity_3_fills_the_schema(tab: dict[str, object]) -> None:
         assert 1 <= first["support"] < 2 and len(first["members"]) == 2
         keys = [(len(c["members"]), c["support"]) for c in record["combinations"]]
         assert keys == sorted(keys)
+
+
+def test_capped_report_keeps_the_exact_head(tab: dict[str, object]) -> None:
+    """With 10^5 linkable pairs per document, only the report's head is held: it must be the same."""
+    from spacy_delink.combinations import analyze_combinations
+    from spacy_delink.detection import analyze
+    from spacy_delink.index import CorpusIndex
+
+    index = CorpusIndex(tab["tmp"] / "index")  # type: ignore[operator]
+    for _, text in sorted(tab["inputs"], key=lambda item: len(item[1]))[-3:]:  # type: ignore[arg-type]
+        analysis = analyze(index, text, 2)
+        full = analyze_combinations(index, analysis, 2)
+        capped = analyze_combinations(index, analysis, 2, max_combinations=100)
+        assert full.pair_count > 1000 and len(capped.pairs) < full.pair_count
+        assert capped.pair_count == full.pair_count
+        assert capped.head(100) == full.head(100)
+        assert (capped.anonymity, capped.flagged()) == (full.anonymity, full.flagged())
