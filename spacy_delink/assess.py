@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -101,6 +102,11 @@ def assess_file(
 
 
 def _report_docs(report: list[tuple[str, dict[str, Any]]]) -> Iterator[Any]:
+    """Docs to render: linkable phrases labelled by df; each combination member once.
+
+    A document can be in hundreds of listed combinations, so a member is drawn once,
+    labelled with how many of them it joins (``combo×N``).
+    """
     import spacy
 
     nlp = spacy.blank("xx")
@@ -111,16 +117,20 @@ def _report_docs(report: list[tuple[str, dict[str, Any]]]) -> Iterator[Any]:
             span = doc.char_span(ngram["start"], ngram["end"], label=f"df={ngram['support']}", alignment_mode="expand")
             if span is not None:
                 spans.append(span)
-        for number, combination in enumerate(record["combinations"], start=1):
-            for member in combination["members"]:
-                label = f"combo {number} (support {combination['support']})"
-                span = doc.char_span(member["start"], member["end"], label=label, alignment_mode="expand")
-                if span is not None:
-                    spans.append(span)
+        members: Counter[tuple[int, int]] = Counter(
+            (member["start"], member["end"]) for combination in record["combinations"] for member in combination["members"]
+        )
+        for (start, end), joined in sorted(members.items()):
+            label = f"combo×{joined}"
+            span = doc.char_span(start, end, label=label, alignment_mode="expand")
+            if span is not None:
+                spans.append(span)
         doc.spans["sc"] = spans
         anonymity = record["anonymity"]
+        listed = len(record["combinations"])
         doc.user_data["title"] = (
-            f"{record['id']} — anonymity {anonymity if anonymity is not None else '≥ k'} (k={record['k']})"
+            f"{record['id']} — anonymity {anonymity if anonymity is not None else '≥ k'} (k={record['k']}, "
+            f"arity {record['arity']}): {len(record['ngrams'])} linkable phrases, {listed} combinations listed"
         )
         yield doc
 
