@@ -1,6 +1,7 @@
 """Set-valued k-anonymity: hand-checked costs, optimality against an exact oracle, bounds, I/O, CLI."""
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter
 from itertools import combinations
@@ -140,6 +141,48 @@ def test_lower_bounds_by_hand() -> None:
     assert (bound.neighbour, bound.item_support, bound.value) == (3, 3, 3)
     # two copies each of {a} and {b}: free at k=2, and both bounds are 0
     assert lower_bound([frozenset("a")] * 2 + [frozenset("b")] * 2, 2).value == 0
+    # hub and spoke, k=3: {a, b} joins three copies of {a} and loses b; the solid copies
+    # give {a, b} its whole distance, so the neighbour bound is 1 (the plain one said 1/2)
+    assert lower_bound([frozenset("a")] * 3 + [frozenset("ab")], 3).neighbour == 1
+
+
+def hub_instances(count: int, seed: int) -> list[tuple[list[frozenset[int]], int]]:
+    """Small instances with repeated sets (solid at small k) plus perturbed copies of them."""
+    rng = np.random.default_rng(seed)
+    instances = []
+    for _ in range(count):
+        hubs = [frozenset(np.flatnonzero(rng.random(5) < 0.4).tolist()) for _ in range(2)]
+        records = []
+        for _ in range(int(rng.integers(6, 13))):
+            record = set(hubs[int(rng.integers(2))])
+            if rng.random() < 0.4:
+                record ^= {int(rng.integers(5))}
+            records.append(frozenset(record))
+        instances.append((records, int(rng.integers(2, 5))))
+    return instances
+
+
+def weighted_neighbour_bound(records: list[frozenset[int]], k: int) -> int:
+    """The neighbour bound by its definition, over all pairs (an oracle for the k-NN version)."""
+    copies = Counter(records)
+    twice = 0
+    for i, r in enumerate(records):
+        if copies[r] < k:
+            values = sorted(len(r ^ s) * (2 if copies[s] >= k else 1) for j, s in enumerate(records) if j != i)
+            twice += sum(values[: k - 1])
+    return math.ceil(twice / (2 * (k - 1)))
+
+
+def test_neighbour_bound_matches_definition_and_never_exceeds_the_optimum() -> None:
+    tighter = 0
+    for records, k in hub_instances(60, seed=3) + random_instances(30, seed=5):
+        bound = lower_bound(records, k).neighbour
+        assert bound == weighted_neighbour_bound(records, k)
+        assert bound <= exact_anonymization(records, k).cost
+        nearest = [sorted(len(r ^ s) for j, s in enumerate(records) if j != i)[: k - 1] for i, r in enumerate(records)]
+        plain = sum(map(sum, nearest))
+        tighter += bound > math.ceil(plain / (2 * (k - 1)))
+    assert tighter >= 10
 
 
 def test_random_baseline_is_k_anonymous_and_worse() -> None:

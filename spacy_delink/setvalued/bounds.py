@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Hashable, Iterable, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import InputError
 from .core import SetAnonymization, check_k, encode, publish
@@ -31,19 +32,25 @@ class LowerBound:
 def lower_bound(records: Sequence[Iterable[Hashable]], k: int) -> LowerBound:
     """Lower bounds on the optimal additions + deletions of any k-anonymous release.
 
-    Write d for Hamming distance and D(r) for the sum of d(r, s) over the k-1 records s
-    nearest to r (copies of r count, at distance 0).
+    Write d for Hamming distance and m(r) for the number of copies of r's set. Call r
+    *solid* if m(r) >= k, else *loose*. Weigh each ordered pair: w(r, s) = 1 if r is loose
+    and s solid, 0 if r is solid and s loose, 1/2 otherwise, so w(r, s) + w(s, r) = 1. Let
+    E(r) be the sum of the k-1 smallest values w(r, s) d(r, s) over the records s != r;
+    E(r) = 0 for a solid r (k-1 copies at distance 0).
 
-    *Neighbour bound*: OPT >= ceil(sum_r D(r) / (2(k-1))). Proof: take an optimal release;
+    *Neighbour bound*: OPT >= ceil(sum_r E(r) / (k-1)). Proof: take an optimal release;
     a group G of n >= k records published as C costs cost(G) = sum_{s in G} d(s, C). By the
     triangle inequality d(r, s) <= d(r, C) + d(s, C); summing over ordered pairs r != s of G
-    gives sum_{r != s} d(r, s) <= 2(n-1) cost(G). For a fixed r, the n-1 >= k-1 other members
-    are on average no closer than r's k-1 nearest records, so sum_{s in G, s != r} d(r, s)
-    >= (n-1) D(r) / (k-1). Together cost(G) >= sum_{r in G} D(r) / (2(k-1)); summing over
-    the groups and rounding up (costs are integers) proves the bound. It loses up to a
-    factor 2 on hub-and-spoke data: k or more copies of {a} plus one {a, b} cost 1 (b is
-    deleted), but the copies' nearest records are other copies, so only {a, b} is credited,
-    with 1/2.
+    gives sum_{r != s} d(r, s) <= 2(n-1) cost(G). The left side is twice the sum over
+    unordered pairs, and each unordered pair's d(r, s) equals (w(r, s) + w(s, r)) d(r, s),
+    so sum_{r in G} sum_{s in G, s != r} w(r, s) d(r, s) <= (n-1) cost(G). For a fixed r,
+    the n-1 >= k-1 values w(r, s) d(r, s) of the other members average no less than the
+    k-1 smallest over all records, so the inner sum is >= (n-1) E(r) / (k-1). Together
+    cost(G) >= sum_{r in G} E(r) / (k-1); summing over the groups and rounding up (costs
+    are integers) proves the bound. With w = 1/2 throughout this is the plain bound
+    sum_r D(r) / (2(k-1)) (D: distances to the k-1 nearest); shifting the solid records'
+    share, which they never use, to the loose ones credits a loose {a, b} next to k or
+    more copies of {a} with its whole deletion instead of half of it.
 
     *Item-support bound*: OPT >= sum over items with support f < k of min(f, k-f). Proof:
     the cost splits over items; a group of size n >= k holding item i c times pays
@@ -55,35 +62,52 @@ def lower_bound(records: Sequence[Iterable[Hashable]], k: int) -> LowerBound:
 
 
 def lower_bounds(records: Sequence[Iterable[Hashable]], ks: Sequence[int]) -> dict[int, LowerBound]:
-    """:func:`lower_bound` for several k at once, sharing one nearest-neighbour search."""
+    """:func:`lower_bound` for several k at once, sharing the encoding."""
     for k in ks:
         check_k(k, len(records))
-    from sklearn.neighbors import NearestNeighbors  # imported here: slow, and only bounds need it
-
     rows, _ = encode(records)
     support = np.bincount(rows.indices, minlength=rows.shape[1])
     keys = [rows.indices[rows.indptr[i] : rows.indptr[i + 1]].tobytes() for i in range(rows.shape[0])]
-    multiplicity = Counter(keys)
-    # a record with >= k copies has k records (itself included) at distance 0 and adds
-    # nothing, so only records with fewer than max(ks) copies are searched
-    largest = max(ks)
-    queries = np.array([i for i, key in enumerate(keys) if multiplicity[key] < largest], dtype=np.int64)
-    nearest = np.zeros((0, largest), dtype=np.int64)
-    if queries.size:
-        # squared Euclidean distance between 0/1 rows is their Hamming distance; each query
-        # row is in the fitted set, so its nearest are itself (or a copy, both at 0) and the
-        # k-1 nearest others
-        search = NearestNeighbors(n_neighbors=largest, algorithm="brute", metric="euclidean")
-        distances, _ = search.fit(rows.astype(np.float32)).kneighbors(rows[queries].astype(np.float32))
-        nearest = np.rint(distances**2).astype(np.int64)
+    count = Counter(keys)
+    multiplicity = np.array([count[key] for key in keys], dtype=np.int64)
+    first: dict[bytes, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    first_copy = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+    points = rows.astype(np.float32)
     bounds = {}
     for k in ks:
         rare = support[support < k]
         bounds[k] = LowerBound(
-            neighbour=math.ceil(int(nearest[:, :k].sum()) / (2 * (k - 1))),
+            neighbour=math.ceil(_twice_neighbour_sum(points, multiplicity, first_copy, k) / (2 * (k - 1))),
             item_support=int(np.minimum(rare, k - rare).sum()),
         )
     return bounds
+
+
+def _twice_neighbour_sum(points: sp.csr_matrix, multiplicity: np.ndarray, first_copy: np.ndarray, k: int) -> int:
+    """2 sum_r E(r) of the neighbour bound: each loose record's k-1 smallest of d/2 (loose) and d (solid).
+
+    The k-1 nearest solid records are all at the distance t of the nearest solid set (each
+    has >= k copies), so 2 E(r) = sum of min(L_j, 2t) over r's k-1 nearest loose others L_j.
+    """
+    from sklearn.neighbors import NearestNeighbors  # imported here: slow, and only bounds need it
+
+    loose = np.flatnonzero(multiplicity < k)
+    if loose.size == 0:
+        return 0
+    solid_sets = first_copy[multiplicity[first_copy] >= k]
+    # squared Euclidean distance between 0/1 rows is their Hamming distance
+    twice_solid = np.full(loose.size, np.iinfo(np.int64).max // k, dtype=np.int64)
+    if solid_sets.size:
+        search = NearestNeighbors(n_neighbors=1, algorithm="brute", metric="euclidean").fit(points[solid_sets])
+        twice_solid = 2 * np.rint(search.kneighbors(points[loose])[0][:, 0] ** 2).astype(np.int64)
+    # each loose record is in the fitted set, so its nearest is itself (or a copy, both at 0)
+    n_neighbors = min(k, loose.size)
+    search = NearestNeighbors(n_neighbors=n_neighbors, algorithm="brute", metric="euclidean").fit(points[loose])
+    nearest = np.rint(search.kneighbors(points[loose])[0][:, 1:] ** 2).astype(np.int64)
+    nearest = np.minimum(nearest, twice_solid[:, None]).sum(axis=1) + (k - n_neighbors) * twice_solid
+    return int(nearest.sum())
 
 
 def exact_anonymization(records: Sequence[Iterable[Hashable]], k: int) -> SetAnonymization:
