@@ -5,6 +5,16 @@ implementation of tokens, search forms, breaking gaps and masks. It is vectorize
 with numpy (one table lookup per character) because the index build runs it over
 millions of tokens: classifying characters one by one in Python, or with a regular
 expression whose class lists every combining mark, is 10–40x slower.
+
+Readings of the SPEC where it leaves room (each the one that finds more linkages, or
+the only literal one, and each covered by ``tests/test_tokenization.py``):
+
+* a combining mark is a word character even where ``str.isalnum()`` is false, so
+  ``cafe\u0301`` stays one token, as ``café`` does;
+* masks are the union of all patterns' matches, merged where they overlap or touch;
+  a mask's characters never start or end a token, and its gap always breaks, also
+  when the gap is a single ``.`` or ``,`` covered by a mask;
+* the search form skips NFKC for ASCII tokens (NFKC is the identity there).
 """
 from __future__ import annotations
 
