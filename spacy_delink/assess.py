@@ -10,15 +10,12 @@ from typing import Any, Iterator
 
 from tqdm import tqdm
 
-from .combinations import analyze_combinations, check_max_combinations, combination_records
+from .combinations import check_arity, check_max_combinations, combination_records, detect
 from .corpus import CorpusStats, read_jsonl_documents
-from .detection import analyze, check_k, ngram_records
-from .extensions import risk_from_anonymity
+from .detection import check_k, ngram_records
 from .index import CorpusIndex
-from .errors import InputError
 from .io import atomic_write, dumps_jsonl_line
 
-ARITIES = (1, 2, 3)
 DEFAULT_MAX_COMBINATIONS = 1000
 
 
@@ -30,12 +27,6 @@ class AssessSummary:
     seconds: float = 0.0
 
 
-def check_arity(arity: int) -> int:
-    if arity not in ARITIES:
-        raise InputError(f"--arity must be one of {ARITIES}, got {arity}")
-    return arity
-
-
 def assess_text(
     index: CorpusIndex,
     doc_id: Any,
@@ -45,24 +36,18 @@ def assess_text(
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
 ) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document."""
-    analysis = analyze(index, text, k)
-    anonymity = analysis.anonymity()
-    combinations: list[dict[str, Any]] = []
-    combination_linkable = False
-    if arity >= 2:
-        result = analyze_combinations(index, analysis, arity, max_combinations=max_combinations, flags=False)
-        anonymity = result.anonymity
-        combinations = combination_records(text, result, max_combinations)
-        combination_linkable = result.combination_linkable
+    detection = detect(index, text, k, arity, max_combinations=max_combinations, flags=False)
     return {
         "id": doc_id,
         "k": k,
         "arity": arity,
-        "linkage_risk": risk_from_anonymity(anonymity),
-        "anonymity": anonymity,
-        "ngrams": ngram_records(analysis),
-        "combinations": combinations,
-        "combination_linkable": combination_linkable,
+        "linkage_risk": detection.linkage_risk,
+        "anonymity": detection.anonymity,
+        "ngrams": ngram_records(detection.analysis),
+        "combinations": (
+            combination_records(text, detection.combinations, max_combinations) if detection.combinations else []
+        ),
+        "combination_linkable": detection.combination_linkable,
     }
 
 
@@ -79,7 +64,7 @@ def assess_file(
 ) -> AssessSummary:
     """Assess every line of ``input_path``; outputs are written atomically."""
     check_k(k)
-    check_arity(arity)
+    check_arity(arity, allow_single=True)
     check_max_combinations(max_combinations)
     started = time.perf_counter()
     summary = AssessSummary()

@@ -57,9 +57,12 @@ COMBINATION_SPANS = "linkable_combinations"
 REPHRASE_SPANS = "to_rephrase"
 
 
-def check_arity(arity: int) -> int:
-    if not isinstance(arity, int) or isinstance(arity, bool) or not ARITY_RANGE[0] <= arity <= ARITY_RANGE[1]:
-        raise InputError(f"arity must be 2 or 3 for combinations (1 means single phrases only), got {arity!r}")
+def check_arity(arity: int, allow_single: bool = False) -> int:
+    """2 or 3 (combinations); with ``allow_single`` also 1 (single phrases only)."""
+    lowest = 1 if allow_single else ARITY_RANGE[0]
+    if not isinstance(arity, int) or isinstance(arity, bool) or not lowest <= arity <= ARITY_RANGE[1]:
+        allowed = "1 (single phrases), 2 or 3" if allow_single else "2 or 3 for combinations (1 means single phrases only)"
+        raise InputError(f"arity must be {allowed}, got {arity!r}")
     return arity
 
 
@@ -122,7 +125,7 @@ class CombinationAnalysis:
 
     def flagged_member(self, combination: Combination) -> int:
         """SPEC §5: the shortest member (fewest tokens), ties going to the earliest."""
-        return min(combination.members, key=lambda i: (self.candidates[i].n, i))
+        return int(_lowest_ranked(np.array([combination.members]), _ranks(self.candidates))[0])
 
     def flagged(self) -> list[int]:
         """Candidates flagged by at least one minimal linkable combination (for rewriting)."""
@@ -131,14 +134,27 @@ class CombinationAnalysis:
         return self.flagged_candidates
 
 
+def _spec_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
+    """One uint64 per combination that sorts in the SPEC order (support, then members).
+
+    Support takes the top 16 bits and the members share the other 48 (24 bits each for
+    pairs, 16 for triples); None when the values do not fit.
+    """
+    width = 48 // members.shape[1]
+    if not len(members) or members.max() >= 1 << width or support.max() >= 1 << 16:
+        return None
+    keys = support.astype(np.uint64) << np.uint64(48)
+    for j in range(members.shape[1]):
+        keys |= members[:, j].astype(np.uint64) << np.uint64(width * (members.shape[1] - 1 - j))
+    return keys
+
+
 def _ordered_head(members: np.ndarray, support: np.ndarray, limit: int) -> list[Combination]:
     """The ``limit`` smallest combinations by (support, member indices), in that order."""
     if limit <= 0 or not len(members):
         return []
-    if members.max() < 1 << 16 and support.max() < 1 << 15:
-        keys = support.astype(np.uint64) << np.uint64(48)
-        for j in range(members.shape[1]):
-            keys |= members[:, j].astype(np.uint64) << np.uint64(32 - 16 * j)
+    keys = _spec_keys(members, support)
+    if keys is not None:
         chosen = np.argpartition(keys, limit - 1)[:limit] if limit < len(keys) else np.arange(len(keys))
         chosen = chosen[np.argsort(keys[chosen])]
     else:
@@ -333,17 +349,6 @@ class _PairScan:
     lowest: int | None
 
 
-def _head_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
-    """Packed sort keys in the SPEC order (support, then members), when they fit in 64 bits."""
-    if not len(members) or members.max() >= 1 << 24 or support.max() >= 1 << 16:
-        return None
-    return (
-        support.astype(np.uint64) << np.uint64(48)
-        | members[:, 0].astype(np.uint64) << np.uint64(24)
-        | members[:, 1].astype(np.uint64)
-    )
-
-
 def _scan_pairs(
     pairs: np.ndarray, k: int, keep: int | None, rank: np.ndarray, flagged: np.ndarray | None
 ) -> _PairScan:
@@ -376,7 +381,7 @@ def _scan_pairs(
         held += len(members)
         if keep is not None and held > 2 * keep + 4096:
             merged_members, merged_support = np.concatenate(kept_members), np.concatenate(kept_support)
-            keys = _head_keys(merged_members, merged_support)
+            keys = _spec_keys(merged_members, merged_support)
             if keys is not None:
                 chosen = np.argpartition(keys, keep)[:keep] if keep < len(keys) else np.arange(len(keys))
                 merged_members, merged_support = merged_members[chosen], merged_support[chosen]
@@ -384,6 +389,12 @@ def _scan_pairs(
     if not kept_members:
         return _PairScan(np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), 0, None)
     return _PairScan(np.concatenate(kept_members), np.concatenate(kept_support), count, lowest)
+
+
+def _ranks(candidates: list[Occurrence]) -> np.ndarray:
+    """Flagging order of the candidates: fewer tokens first, then earlier in the text."""
+    lengths = np.array([c.n for c in candidates], dtype=np.int64)
+    return lengths * max(len(candidates), 1) + np.arange(len(candidates))
 
 
 def _lowest_ranked(members: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -419,7 +430,7 @@ def analyze_combinations(
     candidates = candidates_of(analysis)
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
-    rank = np.array([c.n for c in candidates], dtype=np.int64) * max(len(candidates), 1) + np.arange(len(candidates))
+    rank = _ranks(candidates)
     flagged = np.zeros(len(candidates), dtype=bool)
     pair_members = np.zeros((0, 2), dtype=np.int32)
     pair_support = np.zeros(0, dtype=np.int32)
@@ -500,7 +511,7 @@ class Detection:
 
     @property
     def linkage_risk(self) -> float:
-        return 0.0 if self.anonymity is None else 1.0 / self.anonymity
+        return risk_from_anonymity(self.anonymity)
 
     @property
     def combination_linkable(self) -> bool:
@@ -521,17 +532,22 @@ class Detection:
         return [spans[key] for key in sorted(spans)]
 
 
-def detect(index: CorpusIndex, text: str, k: int, arity: int = 1) -> Detection:
+def detect(
+    index: CorpusIndex, text: str, k: int, arity: int = 1, max_combinations: int = 0, flags: bool = True
+) -> Detection:
     """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2.
 
-    It computes what rewriting needs — the decision, the exact scores and every flagged
-    member — and lists no combinations (``max_combinations=0``), which lets the search
-    skip minimal triples that flag nothing new.
+    The defaults compute what rewriting needs — the decision, the exact scores and every
+    flagged member — and list no combinations (``max_combinations=0``), which lets the
+    search skip minimal triples that flag nothing new. A report asks for its cap instead.
     """
-    if arity != 1:
-        check_arity(arity)
+    check_arity(arity, allow_single=True)
     analysis = analyze(index, text, k)
-    combinations = analyze_combinations(index, analysis, arity, max_combinations=0, flags=True) if arity >= 2 else None
+    combinations = (
+        analyze_combinations(index, analysis, arity, max_combinations=max_combinations, flags=flags)
+        if arity >= 2
+        else None
+    )
     return Detection(text=text, analysis=analysis, combinations=combinations)
 
 
@@ -555,8 +571,9 @@ class CombinationDetector(IndexedComponent):
         self.max_combinations = check_max_combinations(max_combinations)
 
     def __call__(self, doc: Doc) -> Doc:
-        analysis = analyze(self.index, doc.text, self.k)
-        result = analyze_combinations(self.index, analysis, self.arity, self.max_combinations, flags=True)
+        detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations)
+        result = detection.combinations
+        assert result is not None  # arity >= 2
         member_spans: dict[int, Span] = {}
         combinations: list[dict[str, Any]] = []
         for number, combination in enumerate(result.head(self.max_combinations)):
@@ -578,14 +595,13 @@ class CombinationDetector(IndexedComponent):
             {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
         ]
         doc._.combination_linkable = result.combination_linkable
-        rephrase = Detection(text=doc.text, analysis=analysis, combinations=result).to_rephrase()
         doc.spans[REPHRASE_SPANS] = [
             span
-            for o in rephrase
+            for o in detection.to_rephrase()
             if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
         ]
-        doc._.anonymity = result.anonymity
-        doc._.linkage_risk = risk_from_anonymity(result.anonymity)
+        doc._.anonymity = detection.anonymity
+        doc._.linkage_risk = detection.linkage_risk
         return doc
 
     def _settings(self) -> dict[str, object]:

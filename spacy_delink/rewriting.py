@@ -204,7 +204,7 @@ class DelinkRewriter(IndexedComponent):
     def _load_settings(self, settings: dict[str, Any]) -> None:
         super()._load_settings(settings)
         arity, max_passes, granularity = settings["arity"], settings["max_passes"], settings["granularity"]
-        self.arity = arity if arity == 1 else check_arity(arity)
+        self.arity = check_arity(arity, allow_single=True)
         if not isinstance(max_passes, int) or max_passes < 0:
             raise InputError(f"max_passes must be an integer >= 0 (0 = mask only), got {max_passes!r}")
         if granularity not in GRANULARITIES:

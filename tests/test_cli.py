@@ -174,7 +174,7 @@ def test_assess_bad_arguments_and_indexes(tmp_path: Path, index: Path, delink: C
     out = str(tmp_path / "out.jsonl")
     cases = [
         (["assess", str(index), str(inputs), "--k", "1", "--output", out], "k must be an integer >= 2"),
-        (["assess", str(index), str(inputs), "--arity", "4", "--output", out], "--arity must be one of"),
+        (["assess", str(index), str(inputs), "--arity", "4", "--output", out], "arity must be 1 (single phrases), 2 or 3"),
         (["assess", str(tmp_path / "nope"), str(inputs), "--output", out], "not an index directory"),
         (["assess", str(index), str(tmp_path / "missing.jsonl"), "--output", out], "no such file"),
         (["assess", str(index), str(inputs), "--key-file", str(tmp_path / "no.key"), "--output", out], "key file"),

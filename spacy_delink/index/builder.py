@@ -249,9 +249,10 @@ class IndexBuilder:
             doc_ids = self._tokenize(documents, secret, work, summary)
             arrays = self._count_levels(work, tmp, summary)
             shutil.rmtree(work)
-            with atomic_write(tmp / DOC_IDS) as handle:
-                json.dump(doc_ids, handle, ensure_ascii=False)
-            summary.bytes_on_disk = sum(int(a["bytes"]) for a in arrays.values()) + (tmp / DOC_IDS).stat().st_size
+            doc_ids_json = json.dumps(doc_ids, ensure_ascii=False).encode("utf-8")
+            with atomic_write(tmp / DOC_IDS, "wb") as handle:
+                handle.write(doc_ids_json)
+            summary.bytes_on_disk = sum(int(a["bytes"]) for a in arrays.values()) + len(doc_ids_json)
             summary.seconds = round(time.perf_counter() - started, 3)
             manifest = {
                 "format": FORMAT_NAME,
@@ -262,7 +263,7 @@ class IndexBuilder:
                 "tokens": summary.tokens,
                 "reduction": "prefix-suffix-df1",
                 "arrays": arrays,
-                "doc_ids_xxh3_128": xxhash.xxh3_128((tmp / DOC_IDS).read_bytes()).hexdigest(),
+                "doc_ids_xxh3_128": xxhash.xxh3_128(doc_ids_json).hexdigest(),
                 "summary": summary.to_dict(),
             }
             with atomic_write(tmp / MANIFEST) as handle:

@@ -13,7 +13,7 @@ import xxhash
 from ..errors import IndexFormatError, InputError
 from ..tokenization import LinkageRules, Tokenizer, Tokens
 from .format import ARRAY_KINDS, DOC_IDS, FORMAT_NAME, FORMAT_VERSION, MANIFEST, array_file
-from .hashing import TokenHasher, default_key_path, read_key, resolve_key_path
+from .hashing import TokenHasher, read_key, resolve_key_path
 
 
 @dataclass
@@ -147,7 +147,3 @@ class CorpusIndex:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(self.path, target)
-
-    @staticmethod
-    def default_key_path(path: str | Path) -> Path:
-        return default_key_path(path)
