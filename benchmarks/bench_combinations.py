@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from spacy_delink.combinations import analyze_combinations
-from spacy_delink.detection import analyze
-from spacy_delink.evaluation import load_tab
-from spacy_delink.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.combinations import analyze_combinations
+from spacy_delink.linkage.ngrams import analyze
+from tab_testbed import load_tab
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 
 TAB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"
 TARGETS = {"median_ms": 50.0, "p99_ms": 500.0}

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_openai_server import FakeOpenAI  # noqa: E402
-from spacy_delink.evaluation import load_tab  # noqa: E402
+from tab_testbed import load_tab  # noqa: E402
 
-from spacy_delink.index import IndexBuilder, open_index  # noqa: E402
-from spacy_delink.rewriting import DelinkRewriter  # noqa: E402
+from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
+from spacy_delink.components.rewriter import DelinkRewriter  # noqa: E402
 
 TAB = ROOT.parent / "shared" / "data" / "tab"
 

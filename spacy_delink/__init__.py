@@ -7,35 +7,38 @@ load on first access, which keeps ``import spacy_delink`` and ``delink --help`` 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    # text core
-    "LinkageRules": "tokenization",
-    "Tokenizer": "tokenization",
-    "CorpusIndex": "index",
-    "IndexBuilder": "index",
-    "open_index": "index",
-    "analyze": "detection",
-    "LinkageAnalysis": "detection",
-    "Occurrence": "detection",
-    "analyze_combinations": "combinations",
-    "CombinationAnalysis": "combinations",
-    "Detection": "combinations",
-    "detect": "combinations",
-    "assess_text": "assess",
-    "LinkageRiskAnnotator": "risk",
-    "CombinationDetector": "combinations",
+    # text core: the attack
+    "LinkageRules": "linkage.tokenize",
+    "Tokenizer": "linkage.tokenize",
+    "CorpusIndex": "linkage.index",
+    "IndexBuilder": "linkage.index",
+    "open_index": "linkage.index",
+    "analyze": "linkage.ngrams",
+    "LinkageAnalysis": "linkage.ngrams",
+    "Occurrence": "linkage.ngrams",
+    "analyze_combinations": "linkage.combinations",
+    "CombinationAnalysis": "linkage.combinations",
+    "Detection": "linkage.attack",
+    "detect": "linkage.attack",
+    "assess_text": "linkage.attack",
+    "assess_file": "evaluate.assess",
+    # spaCy components
+    "LinkageRiskAnnotator": "components.risk",
+    "CombinationDetector": "components.combinations",
+    "DelinkRewriter": "components.rewriter",
+    # rewriting
+    "RewriteResult": "rewrite.loop",
+    "protect_file": "rewrite.protect",
+    "load_rewriter": "rewrite.protect",
+    # errors
     "DelinkError": "errors",
     "InputError": "errors",
     "IndexFormatError": "errors",
-    # rewriting
-    "DelinkRewriter": "rewriting",
-    "RewriteResult": "rewriting",
-    "protect_file": "rewriting",
-    "load_rewriter": "rewriting",
     # learned redaction
     "DelinkRedactor": "redaction",
     "RankerSettings": "redaction",
@@ -58,6 +61,31 @@ _EXPORTS = {
     "load_set_records": "setvalued",
     "verify_k_anonymous": "setvalued",
 }
+
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from .components.combinations import CombinationDetector
+    from .components.rewriter import DelinkRewriter
+    from .components.risk import LinkageRiskAnnotator
+    from .errors import DelinkError, IndexFormatError, InputError
+    from .evaluate.assess import assess_file
+    from .linkage.attack import Detection, assess_text, detect
+    from .linkage.combinations import CombinationAnalysis, analyze_combinations
+    from .linkage.index import CorpusIndex, IndexBuilder, open_index
+    from .linkage.ngrams import LinkageAnalysis, Occurrence, analyze
+    from .linkage.tokenize import LinkageRules, Tokenizer
+    from .redaction import DelinkRedactor, PrivacySettings, RankerSettings, privacy_curve, renyi_divergence, zcdp_epsilon
+    from .rewrite.loop import RewriteResult
+    from .rewrite.protect import load_rewriter, protect_file
+    from .setvalued import (
+        SetAnonymization,
+        anonymize_sets,
+        exact_anonymization,
+        extend_release,
+        load_set_records,
+        lower_bound,
+        verify_k_anonymous,
+    )
+    from .tabular import PrivacyMeasure, PrivacyReport, entropy_change, local_privacy_level, privacy_level
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

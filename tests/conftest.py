@@ -1,6 +1,7 @@
 """Shared fixtures: the location of ../shared/data and helpers to skip cleanly without it."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,7 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared_data() -> Path:
     return shared_path()
+
+
+# The TAB test-bed loader is shared with the benchmarks and lives beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

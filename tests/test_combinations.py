@@ -8,11 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
-from spacy_delink.combinations import analyze_combinations, check_arity
-from spacy_delink.detection import analyze
+from spacy_delink.linkage.combinations import analyze_combinations, check_arity
+from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.errors import InputError
-from spacy_delink.index import CorpusIndex, IndexBuilder
-from spacy_delink.tokenization import LinkageRules
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.tokenize import LinkageRules
 
 
 def build(tmp_path: Path, corpus: list[str], max_n: int = 8) -> CorpusIndex:

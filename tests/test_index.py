@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
-from spacy_delink.detection import analyze
+from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.errors import IndexFormatError, InputError
-from spacy_delink.index import CorpusIndex, IndexBuilder
-from spacy_delink.tokenization import LinkageRules
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.tokenize import LinkageRules
 
 from test_tokenization import texts
 

@@ -25,11 +25,12 @@ from typer.testing import CliRunner
 import spec_oracle
 from fake_openai_server import REPLACEMENT, FakeOpenAI, prompt_items
 from spacy_delink.cli import app
-from spacy_delink.combinations import detect
+from spacy_delink.linkage.attack import detect
 from spacy_delink.errors import InputError
-from spacy_delink.index import IndexBuilder, open_index
-from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, _extract_json_list, make_rewrite_task
-from spacy_delink.rewriting import stab
+from spacy_delink.linkage.index import IndexBuilder, open_index
+from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, make_rewrite_task
+from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
+from spacy_delink.rewrite.masking import stab
 
 CORPUS = [
     "The applicant's farm near the river Mura was sold.",
@@ -181,11 +182,11 @@ def test_prompts_carry_local_context_only() -> None:
 
 
 def test_answers_are_parsed_robustly_and_validated() -> None:
-    assert _extract_json_list('noise ```json\n[{"span": "a", "replacement": "b"}]\n``` bye') == [{"span": "a", "replacement": "b"}]
-    assert _extract_json_list('{"rewrites": [{"span": "a", "replacement": "b"}]}') == [{"span": "a", "replacement": "b"}]
-    assert _extract_json_list('{"span": "a", "replacement": "b"}') == [{"span": "a", "replacement": "b"}]
-    assert _extract_json_list('Here: [{"span": "a", "replacement": "b"}] (and [1] more)') == [{"span": "a", "replacement": "b"}]
-    assert _extract_json_list("no json here") is None
+    assert extract_json_list('noise ```json\n[{"span": "a", "replacement": "b"}]\n``` bye') == [{"span": "a", "replacement": "b"}]
+    assert extract_json_list('{"rewrites": [{"span": "a", "replacement": "b"}]}') == [{"span": "a", "replacement": "b"}]
+    assert extract_json_list('{"span": "a", "replacement": "b"}') == [{"span": "a", "replacement": "b"}]
+    assert extract_json_list('Here: [{"span": "a", "replacement": "b"}] (and [1] more)') == [{"span": "a", "replacement": "b"}]
+    assert extract_json_list("no json here") is None
     task = make_rewrite_task(context="window", window=5)
     text = "He lived near the river Mura in Prekmurje for years."
     spans = [(24, 28), (32, 41), (18, 23)]
@@ -315,11 +316,12 @@ def test_round_trip_and_entry_points(index_path: Path, tmp_path: Path) -> None:
     assert (rewriter.k, rewriter.arity, rewriter.granularity) == (K, 2, "span")
     assert loaded(TEXT).text == nlp(TEXT).text
     script = (
+        "from pathlib import Path; import spacy_delink.rewrite.protect;"
         "from spacy_llm.registry import registry; import spacy;"
         "registry.llm_tasks.get('spacy_delink.Rewrite.v1'); registry.llm_models.get('spacy_delink.Mask.v1');"
         "registry.llm_models.get('spacy_delink.OpenAICompatible.v1');"
         "spacy.blank('en').add_pipe('delink_rewriter');"
-        "spacy.util.load_model_from_config(spacy.util.load_config('configs/rewriter_mask.cfg'), auto_fill=True)"
+        "spacy.util.load_model_from_config(spacy.util.load_config(spacy_delink.rewrite.protect.resolve_config(Path('mask'))), auto_fill=True)"
     )
     root = Path(__file__).resolve().parents[1]
     completed = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
@@ -382,7 +384,7 @@ def test_protect_command_bad_input(index_path: Path, tmp_path: Path) -> None:
     assert [r["id"] for r in srsly.read_jsonl(out)] == ["a"]
     result = runner.invoke(app, ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o2.jsonl"), "--config", str(tmp_path / "none.cfg")])
     assert isinstance(result.exception, InputError) and "none.cfg not found" in str(result.exception)
-    config = (Path(__file__).resolve().parents[1] / "configs" / "rewriter.cfg").read_text()
+    config = (Path(__file__).resolve().parents[1] / "spacy_delink" / "configs" / "rewriter_openai.cfg").read_text()
     (tmp_path / "no_url.cfg").write_text(config.replace('base_url = "http://127.0.0.1:11434/v1"\n', ""))
     result = runner.invoke(app, ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o3.jsonl"), "--config", str(tmp_path / "no_url.cfg")])
     assert isinstance(result.exception, InputError) and "base_url" in str(result.exception)
@@ -396,7 +398,7 @@ def test_protect_command_bad_input(index_path: Path, tmp_path: Path) -> None:
 def test_protect_command_survives_being_killed(index_path: Path, tmp_path: Path) -> None:
     records = write_input(tmp_path / "in.jsonl", 12)
     with FakeOpenAI(delay_s=0.4) as fake:
-        config = Path(__file__).resolve().parents[1] / "configs" / "rewriter.cfg"
+        config = Path(__file__).resolve().parents[1] / "spacy_delink" / "configs" / "rewriter_openai.cfg"
         text = config.read_text().replace("http://127.0.0.1:11434/v1", fake.base_url).replace('"llama3.1:8b"', '"good"')
         text = text.replace('cache_dir = "auto"', f'cache_dir = "{tmp_path / "cache"}"')
         (tmp_path / "rewriter.cfg").write_text(text)

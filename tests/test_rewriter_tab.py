@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 import spec_oracle
 from conftest import shared_path
 from spacy_delink.cli import app
-from spacy_delink.combinations import detect
-from spacy_delink.evaluation import load_tab
-from spacy_delink.index import IndexBuilder, open_index
+from spacy_delink.linkage.attack import detect
+from tab_testbed import load_tab
+from spacy_delink.linkage.index import IndexBuilder, open_index
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import spacy
 
 import spec_oracle
 from spacy_delink.errors import InputError
-from spacy_delink.index import IndexBuilder
+from spacy_delink.linkage.index import IndexBuilder
 
 CORPUS = [
     "The applicant's farm near the river Mura was sold.",

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import spec_oracle
 from conftest import shared_path
 from spacy_delink.cli import app
-from spacy_delink.evaluation import load_tab
+from tab_testbed import load_tab
 
 pytestmark = pytest.mark.slow
 
@@ -104,9 +104,9 @@ def exhaustive_combinations(
 @pytest.mark.parametrize("k", [2, 5])
 @pytest.mark.parametrize("arity", [2, 3])
 def test_combinations_agree_with_exhaustive_counting(tab: dict[str, object], k: int, arity: int) -> None:
-    from spacy_delink.combinations import analyze_combinations
-    from spacy_delink.detection import analyze
-    from spacy_delink.index import CorpusIndex
+    from spacy_delink.linkage.combinations import analyze_combinations
+    from spacy_delink.linkage.ngrams import analyze
+    from spacy_delink.linkage.index import CorpusIndex
 
     tmp: Path = tab["tmp"]  # type: ignore[assignment]
     index = CorpusIndex(tmp / "index")
@@ -143,9 +143,9 @@ def test_assess_arity_3_fills_the_schema(tab: dict[str, object]) -> None:
 
 def test_capped_report_keeps_the_exact_head(tab: dict[str, object]) -> None:
     """With 10^5 linkable pairs per document, only the report's head is held: it must be the same."""
-    from spacy_delink.combinations import analyze_combinations
-    from spacy_delink.detection import analyze
-    from spacy_delink.index import CorpusIndex
+    from spacy_delink.linkage.combinations import analyze_combinations
+    from spacy_delink.linkage.ngrams import analyze
+    from spacy_delink.linkage.index import CorpusIndex
 
     index = CorpusIndex(tab["tmp"] / "index")  # type: ignore[operator]
     for _, text in sorted(tab["inputs"], key=lambda item: len(item[1]))[-3:]:  # type: ignore[arg-type]

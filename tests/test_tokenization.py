@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import spec_oracle
 from spacy_delink.errors import InputError
-from spacy_delink.tokenization import LinkageRules, Tokenizer
+from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
 
 
 def segments(text: str, rules: LinkageRules | None = None) -> list[list[str]]:

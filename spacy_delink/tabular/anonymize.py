@@ -45,7 +45,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import InputError
-from ._table import Table, TableSource, load_table
+from .table import Table, TableSource, load_table
 
 __all__ = ["AnonymizationResult", "Hierarchy", "anonymize", "read_hierarchy"]
 

@@ -1,7 +1,7 @@
 """``spacy_delink.Mask.v1``: the offline default model, which rewrites nothing.
 
 With it the rewriter skips the LLM passes and goes straight to its mask fallback, which
-masks the fewest tokens that break every linkable span (see ``spacy_delink.rewriting``).
+masks the fewest tokens that break every linkable span (see ``spacy_delink.rewrite.masking``).
 Called through spacy-llm anyway, it answers an empty list, i.e. "no rewrite", for which
 the same fallback applies — so both paths give the same, deterministic output.
 """

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 from .index import CorpusIndex
 from .index.hashing import extend
-from .tokenization import Tokens
+from .tokenize import Tokens
 
 
 def check_k(k: int) -> int:

@@ -20,11 +20,11 @@ import srsly
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .detection import check_k
-from .errors import InputError
+from ..linkage.ngrams import check_k
+from ..errors import InputError
 from .extensions import register_extensions
-from .index import CorpusIndex, open_index
-from .index.hashing import KEY_ENV
+from ..linkage.index import CorpusIndex, open_index
+from ..linkage.index.hashing import KEY_ENV
 
 COPIED_INDEX_DIR = "index"
 

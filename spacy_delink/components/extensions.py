@@ -46,8 +46,3 @@ def set_token_risks(doc: Doc, spans: list[Span]) -> None:
             if risk > risks[i]:
                 risks[i] = risk
     doc.user_data[TOKEN_RISK_KEY] = risks
-
-
-def risk_from_anonymity(anonymity: int | None) -> float:
-    """SPEC §6: ``1 / anonymity``, or 0.0 when nothing is linkable."""
-    return 0.0 if anonymity is None else 1.0 / anonymity

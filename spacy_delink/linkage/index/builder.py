@@ -35,9 +35,9 @@ import numpy as np
 import xxhash
 from tqdm import tqdm
 
-from ..errors import InputError
-from ..io import atomic_directory, atomic_write
-from ..tokenization import LinkageRules, Tokenizer
+from ...errors import InputError
+from ...io import atomic_directory, atomic_write
+from ..tokenize import LinkageRules, Tokenizer
 from .format import DOC_IDS, FORMAT_NAME, FORMAT_VERSION, MANIFEST, array_file
 from .hashing import TokenHasher, extend, key_id, new_secret, resolve_key_path, write_key
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .detection import analyze
-from .extensions import risk_from_anonymity, set_token_risks
-from .pipeline import IndexedComponent
+from ..linkage.ngrams import analyze
+from ..linkage.scores import risk_from_anonymity
+from .extensions import set_token_risks
+from .base import IndexedComponent
 
 NGRAM_LABEL = "NGRAM"
 

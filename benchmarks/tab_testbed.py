@@ -1,4 +1,4 @@
-"""Evaluation data: the attack's standard test bed on the Text Anonymization Benchmark.
+"""The TAB test bed (shared by tests and benchmarks): the attack's standard test bed on the Text Anonymization Benchmark.
 
 The TAB setting (Pilán et al., 2022) used by the tests and benchmarks: the original
 collection is the 127 ECHR test judgments plus, as distractors, the public texts whose
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .errors import InputError
+from spacy_delink.errors import InputError
 
 DEFAULT_MASK = "[REDACTED]"
 TAB_ORIGINALS = "TAB_test_BK=Original.json"

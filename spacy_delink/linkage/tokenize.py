@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
 #: SPEC §2's defaults. ``\*\*\*+`` is the SPEC's ``\*{3,}`` spelled with a literal prefix,

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from ..errors import IndexFormatError, InputError
-from ..tokenization import LinkageRules, Tokenizer, Tokens
+from ...errors import IndexFormatError, InputError
+from ..tokenize import LinkageRules, Tokenizer, Tokens
 from .format import ARRAY_KINDS, DOC_IDS, FORMAT_NAME, FORMAT_VERSION, MANIFEST, array_file
 from .hashing import TokenHasher, read_key, resolve_key_path
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import IndexFormatError, InputError
-from ..tokenization import Tokenizer, Tokens
+from ...errors import IndexFormatError, InputError
+from ..tokenize import Tokenizer, Tokens
 
 KEY_BYTES = 32
 KEY_ENV = "DELINK_KEY_FILE"

@@ -1,0 +1,105 @@
+"""The ``delink_combinations`` component: SPEC §5 combinations and what to rephrase, on Docs."""
+from __future__ import annotations
+
+from typing import Any
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+
+from ..linkage.attack import detect
+from ..linkage.combinations import check_arity, check_max_combinations
+from .base import IndexedComponent
+
+COMBO_LABEL = "COMBO"
+REPHRASE_LABEL = "REPHRASE"
+COMBINATION_SPANS = "linkable_combinations"
+REPHRASE_SPANS = "to_rephrase"
+
+
+class CombinationDetector(IndexedComponent):
+    """``delink_combinations``: groups of common phrases whose joint search singles out."""
+
+    def __init__(
+        self,
+        nlp: Language,
+        name: str,
+        index: str,
+        k: int,
+        arity: int,
+        max_combinations: int,
+        key_file: str | None,
+        verify: bool,
+        copy_index: bool,
+    ) -> None:
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        self.arity = check_arity(arity)
+        self.max_combinations = check_max_combinations(max_combinations)
+
+    def __call__(self, doc: Doc) -> Doc:
+        detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations)
+        result = detection.combinations
+        assert result is not None  # arity >= 2
+        member_spans: dict[int, Span] = {}
+        combinations: list[dict[str, Any]] = []
+        for number, combination in enumerate(result.head(self.max_combinations)):
+            for member in combination.members:
+                if member not in member_spans:
+                    occurrence = result.candidates[member]
+                    span = doc.char_span(occurrence.start, occurrence.end, label=COMBO_LABEL, alignment_mode="expand")
+                    if span is None:
+                        continue
+                    span._.support = occurrence.support
+                    span._.combinations = []
+                    member_spans[member] = span
+                member_spans[member]._.combinations.append(number)
+            combinations.append({"members": combination.members, "support": combination.support})
+        ordered = sorted(member_spans, key=lambda m: (result.candidates[m].start, result.candidates[m].end))
+        position = {member: i for i, member in enumerate(ordered)}
+        doc.spans[COMBINATION_SPANS] = [member_spans[m] for m in ordered]
+        doc._.combinations = [
+            {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
+        ]
+        doc._.combination_linkable = result.combination_linkable
+        doc.spans[REPHRASE_SPANS] = [
+            span
+            for o in detection.to_rephrase()
+            if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
+        ]
+        doc._.anonymity = detection.anonymity
+        doc._.linkage_risk = detection.linkage_risk
+        return doc
+
+    def _settings(self) -> dict[str, object]:
+        return {"k": self.k, "arity": self.arity, "max_combinations": self.max_combinations}
+
+    def _load_settings(self, settings: dict[str, object]) -> None:
+        super()._load_settings(settings)
+        self.arity = check_arity(int(settings["arity"]))  # type: ignore[call-overload]
+        self.max_combinations = check_max_combinations(int(settings["max_combinations"]))  # type: ignore[call-overload]
+
+
+@Language.factory(
+    "delink_combinations",
+    default_config={
+        "index": "",
+        "k": 2,
+        "arity": 3,
+        "max_combinations": 1000,
+        "key_file": None,
+        "verify": True,
+        "copy_index": False,
+    },
+)
+def make_combination_detector(
+    nlp: Language,
+    name: str,
+    index: str,
+    k: int,
+    arity: int,
+    max_combinations: int,
+    key_file: str | None,
+    verify: bool,
+    copy_index: bool,
+) -> CombinationDetector:
+    """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
+    return CombinationDetector(nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index)

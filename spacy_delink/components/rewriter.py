@@ -1,0 +1,229 @@
+"""The ``delink_rewriter`` component: the rewrite loop (``rewrite.loop``) on spaCy Docs."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy_llm.pipeline.llm import LLMWrapper
+from spacy_llm.ty import validate_type_consistency
+
+from ..errors import InputError
+from ..linkage.attack import Detection, detect
+from ..linkage.combinations import check_arity
+from ..llm.cache import AnsweredCache
+from ..llm.models.mask import MaskModel
+from ..llm.tasks.rewrite.task import RewriteTask
+from ..rewrite.loop import RewriteLoop, RewriteResult
+from ..rewrite.masking import GRANULARITIES
+from .base import IndexedComponent
+
+RISK_BEFORE_KEY = "delink.linkage_risk_before"
+FACTORY = "delink_rewriter"
+DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
+
+
+class DelinkRewriter(IndexedComponent):
+    """Rewrites documents with an LLM (or masks) until they are protected at (k, arity)."""
+
+    def __init__(
+        self,
+        nlp: Language,
+        name: str,
+        index: str,
+        k: int,
+        arity: int,
+        key_file: Optional[str],
+        verify: bool,
+        copy_index: bool,
+        max_passes: int,
+        granularity: str,
+        mask: str,
+        task: RewriteTask,
+        model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
+        cache_dir: Optional[str],
+        cache_batch_size: int,
+    ) -> None:
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        self._llm: Optional[LLMWrapper] = None
+        validate_type_consistency(task, model)
+        self.task = task
+        self.model = model
+        self._load_settings(
+            {"k": k, "arity": arity, "max_passes": max_passes, "granularity": granularity, "mask": mask,
+             "cache_dir": cache_dir, "cache_batch_size": cache_batch_size}
+        )
+        self.vocab = nlp.vocab
+        self.tokenizer = nlp.tokenizer
+        self.stats: Counter[str] = Counter()
+
+    # -- settings -------------------------------------------------------------------------
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "k": self.k, "arity": self.arity, "max_passes": self.max_passes, "granularity": self.granularity,
+            "mask": self.mask, "cache_dir": self.cache_dir, "cache_batch_size": self.cache_batch_size,
+        }
+
+    def _load_settings(self, settings: dict[str, Any]) -> None:
+        super()._load_settings(settings)
+        arity, max_passes, granularity = settings["arity"], settings["max_passes"], settings["granularity"]
+        self.arity = check_arity(arity, allow_single=True)
+        if not isinstance(max_passes, int) or max_passes < 0:
+            raise InputError(f"max_passes must be an integer >= 0 (0 = mask only), got {max_passes!r}")
+        if granularity not in GRANULARITIES:
+            raise InputError(f"granularity must be 'token' or 'span', got {granularity!r}")
+        if not isinstance(settings["cache_batch_size"], int) or settings["cache_batch_size"] < 1:
+            raise InputError(f"cache_batch_size must be an integer >= 1, got {settings['cache_batch_size']!r}")
+        self.max_passes = max_passes
+        self.granularity = granularity
+        self.mask = str(settings["mask"])
+        self.cache_dir = settings["cache_dir"]
+        self.cache_batch_size = settings["cache_batch_size"]
+        self._mask_checked = False
+        self._llm = None  # its cache is tied to the prompt, which names the mask
+        self.task.use_mask(self.mask)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_llm"] = None  # rebuilt (with its cache) in each worker
+        return state
+
+    # -- the loop -------------------------------------------------------------------------
+
+    @property
+    def uses_llm(self) -> bool:
+        return not isinstance(self.model, MaskModel) and self.max_passes > 0
+
+    def _check_mask(self) -> None:
+        """A mask that the index tokenizes would not break n-grams: refuse it."""
+        if not self._mask_checked:
+            tokens, _ = self.index.tokenize(self.mask)
+            if len(tokens):
+                raise InputError(
+                    f"mask {self.mask!r} yields tokens under the index's rules, so it would not break n-grams; "
+                    "use one matching the index's mask patterns, e.g. [REDACTED]"
+                )
+            self._mask_checked = True
+
+    def _detect(self, text: str) -> Detection:
+        return detect(self.index, text, self.k, self.arity)
+
+    def cache_path(self) -> Optional[Path]:
+        """Where spacy-llm caches answers: ``auto`` = one folder per prompt template and model."""
+        if not self.cache_dir:
+            return None
+        if self.cache_dir != "auto":
+            return Path(self.cache_dir)
+        identity = [self.task.prompt_template, type(self.model).__name__, getattr(self.model, "url", ""), getattr(self.model, "name", "")]
+        return DEFAULT_CACHE_ROOT / hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
+
+    def llm(self) -> LLMWrapper:
+        """spacy-llm's own component around our task and model (built on first LLM pass)."""
+        if self._llm is None:
+            path = self.cache_path()
+            cache = AnsweredCache(path=path, batch_size=self.cache_batch_size, max_batches_in_mem=4)
+            try:
+                self._llm = LLMWrapper(
+                    name=f"{self.name}.llm", vocab=self.vocab, task=self.task, model=self.model, cache=cache, save_io=False
+                )
+            except ValueError as err:  # BatchCache refuses a folder filled with another prompt template
+                raise InputError(f"cache_dir {path}: {str(err).rstrip('.')}; delete it or set another cache_dir") from None
+        return self._llm
+
+    def rewrite_texts(self, texts: list[str]) -> list[RewriteResult]:
+        """Protect a batch of texts (see ``rewrite.loop``)."""
+        self._check_mask()
+        loop = RewriteLoop(
+            name=self.name,
+            detect=self._detect,
+            task=self.task,
+            vocab=self.vocab,
+            llm=self.llm if self.uses_llm else None,
+            max_passes=self.max_passes,
+            mask=self.mask,
+            granularity=self.granularity,
+            stats=self.stats,
+        )
+        return loop.run(texts)
+
+    def _to_doc(self, result: RewriteResult) -> Doc:
+        doc = self.tokenizer(result.text)
+        doc._.delink_source = result.source
+        doc._.delink_passes = result.passes
+        doc._.delink_edits = result.edits
+        doc._.protected = result.protected
+        doc._.anonymity = result.detection.anonymity
+        doc._.linkage_risk = result.detection.linkage_risk
+        doc.user_data[RISK_BEFORE_KEY] = result.linkage_risk_before
+        return doc
+
+    def __call__(self, doc: Doc) -> Doc:
+        return self._to_doc(self.rewrite_texts([doc.text])[0])
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 32) -> Iterator[Doc]:
+        """Batches share LLM calls; the model runs their requests concurrently."""
+        for batch in spacy.util.minibatch(stream, batch_size):
+            yield from (self._to_doc(result) for result in self.rewrite_texts([doc.text for doc in batch]))
+
+    def llm_calls(self) -> int:
+        """Prompts the model answered (cache hits excluded) when it counts them."""
+        stats = getattr(self.model, "stats", None)
+        return int(stats.get("calls", 0)) if stats is not None else 0
+
+    def failures(self) -> Counter[str]:
+        """Failed model calls by kind, plus rejected rewrites by reason."""
+        model_stats = getattr(self.model, "stats", None) or {}
+        counts: Counter[str] = Counter({k: v for k, v in model_stats.items() if k.startswith("failed_") and v})
+        counts.update({k: v for k, v in self.stats.items() if k.startswith("rejected_") and v})
+        return counts
+
+
+@Language.factory(
+    FACTORY,
+    default_config={
+        "index": "",
+        "k": 2,
+        "arity": 1,
+        "key_file": None,
+        "verify": True,
+        "copy_index": False,
+        "max_passes": 5,
+        "granularity": "token",
+        "mask": "[REDACTED]",
+        "task": {"@llm_tasks": "spacy_delink.Rewrite.v1"},
+        "model": {"@llm_models": "spacy_delink.Mask.v1"},
+        "cache_dir": "auto",
+        "cache_batch_size": 1,
+    },
+)
+def make_rewriter(
+    nlp: Language,
+    name: str,
+    index: str,
+    k: int,
+    arity: int,
+    key_file: Optional[str],
+    verify: bool,
+    copy_index: bool,
+    max_passes: int,
+    granularity: str,
+    mask: str,
+    task: RewriteTask,
+    model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
+    cache_dir: Optional[str],
+    cache_batch_size: int,
+) -> DelinkRewriter:
+    """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
+    return DelinkRewriter(
+        nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
+        cache_dir, cache_batch_size,
+    )
+
+

@@ -1,0 +1,58 @@
+"""``spacy_delink.Rewrite.v1``: the registered factory and its few-shot examples file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from spacy_llm.registry import registry
+
+from ....errors import InputError
+from ....io import JsonlStats, read_jsonl
+from .task import DEFAULT_TEMPLATE, SPAN_CLOSE, SPAN_OPEN, RewriteTask
+
+#: Shipped inside the package, so a wheel install finds it.
+DEFAULT_EXAMPLES = Path(__file__).with_name("examples.jsonl")
+
+
+def read_examples(path: str | Path) -> List[Dict[str, str]]:
+    """Few-shot examples: JSONL lines of ``{"context", "span", "replacement"}``, span marked in context."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"few-shot examples file {path} not found; pass task.examples = path/to/examples.jsonl")
+    examples = []
+    stats = JsonlStats()
+    for record in read_jsonl(path, stats=stats):
+        context, span, replacement = (record.get(name) for name in ("context", "span", "replacement"))
+        if not isinstance(context, str) or not isinstance(span, str) or not isinstance(replacement, str):
+            raise InputError(f"{path}:{stats.lines}: expected {{\"context\", \"span\", \"replacement\"}} strings")
+        if f"{SPAN_OPEN}{span}{SPAN_CLOSE}" not in context:
+            raise InputError(f"{path}:{stats.lines}: the context must mark the span as {SPAN_OPEN}{span}{SPAN_CLOSE}")
+        examples.append({"context": context, "span": span, "replacement": replacement})
+    return examples
+
+
+
+def read_template(path: str | Path) -> str:
+    """The prompt's instructions; they must name ``{open}``, ``{close}`` and ``{mask}``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"prompt template {path} not found; pass task.template = path/to/instructions.txt")
+    text = path.read_text(encoding="utf-8")
+    missing = [field for field in ("{open}", "{close}", "{mask}") if field not in text]
+    if missing:
+        raise InputError(f"prompt template {path}: must contain {', '.join(missing)} (the span markers and the mask)")
+    return text.rstrip("\n")
+
+
+@registry.llm_tasks("spacy_delink.Rewrite.v1")
+def make_rewrite_task(
+    examples: Optional[str] = None,
+    context: str = "sentence",
+    window: int = 30,
+    spans_per_prompt: int = 20,
+    template: Optional[str] = None,
+) -> RewriteTask:
+    """Rewrite task; ``examples`` defaults to the shipped ``examples.jsonl`` beside this module."""
+    return RewriteTask(
+        read_examples(examples or DEFAULT_EXAMPLES), context, window, spans_per_prompt, read_template(template or DEFAULT_TEMPLATE)
+    )

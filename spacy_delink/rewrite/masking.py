@@ -1,0 +1,70 @@
+"""What to mask: the fewest tokens that break every flagged span (SPEC §2 masks break n-grams).
+
+A mask yields no tokens and breaks every n-gram across it, so masking one token inside
+each minimal linkable span breaks every linkable n-gram (each contains a minimal one) and
+creates none (the n-grams left are pieces of old ones). The fewest such tokens is a
+minimum interval-stabbing problem, solved exactly by the greedy "stab at the right end of
+the earliest-ending span"; any token between the last start and that right end hits the
+same spans, and the rarest of them is masked. Combinations can reappear from the shorter
+frequent pieces a mask leaves, hence the loop's repeated detect-and-mask.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..linkage.attack import Detection
+
+GRANULARITIES = ("token", "span")
+
+
+def stab(intervals: np.ndarray, rarity: np.ndarray) -> list[int]:
+    """Fewest points hitting every inclusive ``[start, end]`` interval; ties go to the lowest ``rarity``.
+
+    Intervals that contain another are dropped first (hitting the inner one hits them),
+    which leaves starts and ends in the same order; then each greedy point lies in
+    ``[last start <= r, r]`` for the earliest end ``r``, the window of equally good choices.
+    Among equal rarities the rightmost point wins.
+    """
+    if not len(intervals):
+        return []
+    pairs = np.unique(np.asarray(intervals, dtype=np.int64).reshape(-1, 2), axis=0)
+    pairs = pairs[np.lexsort((-pairs[:, 1], pairs[:, 0]))]
+    later_min_end = np.minimum.accumulate(pairs[::-1, 1])[::-1]
+    contains_another = np.append(later_min_end[1:] <= pairs[:-1, 1], False)
+    starts, ends = pairs[~contains_another, 0], pairs[~contains_another, 1]
+    chosen = []
+    i = 0
+    while i < len(starts):
+        right = int(ends[i])
+        j = int(np.searchsorted(starts, right, side="right"))
+        left = int(starts[j - 1])
+        window = rarity[left : right + 1]
+        chosen.append(right - int(np.argmin(window[::-1])))
+        i = j
+    return chosen
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Union of overlapping half-open ranges, in order."""
+    merged: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def mask_ranges(detection: Detection, granularity: str) -> list[tuple[int, int]]:
+    """Character ranges to mask: one token per flagged span ("token") or whole spans ("span")."""
+    tokens = detection.analysis.tokens
+    intervals = np.array([(o.token, o.token + o.n - 1) for o in detection.to_rephrase()], dtype=np.int64)
+    if not len(intervals):
+        return []
+    if granularity == "span":
+        token_runs = merge_ranges((int(a), int(b) + 1) for a, b in intervals)
+        return [(int(tokens.starts[a]), int(tokens.ends[b - 1])) for a, b in token_runs]
+    df = detection.analysis.levels[0].df
+    return [(int(tokens.starts[t]), int(tokens.ends[t])) for t in sorted(stab(intervals, df))]
