@@ -9,7 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 import srsly
 
@@ -61,6 +61,24 @@ def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file: equal resolved paths, or (both existing) one inode."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_same_file(inputs: Iterable[str | Path], output: str | Path, option: str = "--output") -> None:
+    """Refuse an output that is one of the inputs: writing it would destroy what is being read."""
+    for source in inputs:
+        if same_file(source, output):
+            raise InputError(f"{option} {output} is the input {source}; write the output to another path")
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
