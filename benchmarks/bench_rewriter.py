@@ -82,7 +82,7 @@ def throughput(index: Path, texts: list[str], delay: float) -> dict[str, Any]:
             docs = list(nlp.pipe(texts, batch_size=len(texts)))
             wall = time.perf_counter() - started
             calls = fake.requests - before
-            assert all(d._.protected for d in docs)
+            assert all(d._.delink_protected for d in docs)
             overhead = (wall - timed.seconds) / len(texts)
             rows[str(concurrency)] = {
                 "docs_per_minute": round(60 * len(texts) / wall, 1),

@@ -125,14 +125,14 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
     assert nlp.get_pipe("delink_risk").index is nlp.get_pipe("delink_combinations").index  # opened once
     doc = nlp("Slovenian. Farm. 1994.")
     members = doc.spans["linkable_combinations"]
-    assert [(s.text, s.label_, s._.combinations) for s in members] == [
+    assert [(s.text, s.label_, s._.delink_combinations) for s in members] == [
         ("Slovenian", "COMBO", [0]),
         ("Farm", "COMBO", [0]),
         ("1994", "COMBO", [0]),
     ]
-    assert doc._.combinations == [{"members": [0, 1, 2], "support": 1}]
-    assert doc._.combination_linkable is True
-    assert doc._.anonymity == 1 and doc._.linkage_risk == 1.0
+    assert doc._.delink_combinations == [{"members": [0, 1, 2], "support": 1}]
+    assert doc._.delink_combination_linkable is True
+    assert doc._.delink_anonymity == 1 and doc._.delink_risk == 1.0
     # All three members have one token; the earliest is flagged for rephrasing.
     assert [s.text for s in doc.spans["to_rephrase"]] == ["Slovenian"]
 
@@ -140,7 +140,7 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
     nlp.to_disk(out)
     loaded = spacy.load(out)
     again = loaded("Slovenian. Farm. 1994.")
-    assert again._.combinations == doc._.combinations
+    assert again._.delink_combinations == doc._.delink_combinations
     assert loaded.get_pipe("delink_combinations").arity == 3
 
 

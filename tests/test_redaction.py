@@ -174,12 +174,12 @@ def test_component_with_pipeline_vectors_masks_the_planted_word_and_round_trips(
     docs = list(nlp.pipe(sensitive[:50]))
     for doc in docs:
         assert [span.text for span in doc.spans["redacted"]] == ["zebra"]
-        assert doc._.redacted_text == doc.text.replace("zebra", "[MASK]")
+        assert doc._.delink_redacted_text == doc.text.replace("zebra", "[MASK]")
         zebra = next(token for token in doc if token.text == "zebra")
-        assert zebra._.redaction_score == min(token._.redaction_score for token in doc)
+        assert zebra._.delink_redaction_score == min(token._.delink_redaction_score for token in doc)
     nlp.to_disk(tmp_path / "pipeline")
     reloaded = spacy.load(tmp_path / "pipeline")
-    assert [doc._.redacted_text for doc in reloaded.pipe(sensitive[:50])] == [doc._.redacted_text for doc in docs]
+    assert [doc._.delink_redacted_text for doc in reloaded.pipe(sensitive[:50])] == [doc._.delink_redacted_text for doc in docs]
     assert reloaded.get_pipe("delink_redactor").training["best_epoch"] == redactor.training["best_epoch"]
 
 
@@ -188,10 +188,10 @@ def test_logreg_redaction_masks_top_words_and_collapses_runs_across_whitespace()
     redactor = nlp.add_pipe("delink_redactor", config={"method": "logreg", "fraction": 0.5})
     redactor.word_weights = {"secret": 2.0, "code": 1.5, "here": 1.0, "the": -1.0}
     doc = nlp("The secret\n\ncode is here .")  # words: The secret code is here . (the newline is no word)
-    assert doc._.redacted_text == "The [MASK] is [MASK] ."
+    assert doc._.delink_redacted_text == "The [MASK] is [MASK] ."
     assert [(span.text, span.label_) for span in doc.spans["redacted"]] == [("secret\n\ncode", "REDACTED"), ("here", "REDACTED")]
-    assert doc[1]._.redaction_score == -2.0 and doc[0]._.redaction_score == 1.0
-    assert doc[2]._.redaction_score is None
+    assert doc[1]._.delink_redaction_score == -2.0 and doc[0]._.delink_redaction_score == 1.0
+    assert doc[2]._.delink_redaction_score is None
 
 
 def test_logreg_fit_ranks_the_sensitive_only_word_first() -> None:
@@ -213,7 +213,7 @@ def test_initialize_trains_from_the_jsonl_paths_in_the_config(tmp_path: Path) ->
         "safe_path": str(write_jsonl(tmp_path / "d1.jsonl", safe)),
     }
     nlp.initialize()
-    assert nlp(sensitive[3])._.redacted_text == sensitive[3].replace("zebra", "[MASK]")
+    assert nlp(sensitive[3])._.delink_redacted_text == sensitive[3].replace("zebra", "[MASK]")
 
 
 def test_random_redaction_is_seeded_per_text_and_hits_the_requested_count() -> None:
@@ -221,7 +221,7 @@ def test_random_redaction_is_seeded_per_text_and_hits_the_requested_count() -> N
     nlp.add_pipe("delink_redactor", config={"method": "random", "fraction": 0.3, "seed": 7})
     text = "one two three four five six seven eight nine ten"
     first, second = nlp(text), nlp(text)
-    assert first._.redacted_text == second._.redacted_text
+    assert first._.delink_redacted_text == second._.delink_redacted_text
     assert sum(len(span) for span in first.spans["redacted"]) == 3
 
 
@@ -272,7 +272,7 @@ def test_train_redactor_command_saves_a_loadable_pipeline(tmp_path: Path) -> Non
     nlp = spacy.load(out)
     assert nlp.pipe_names == ["delink_redactor"]
     assert nlp.get_pipe("delink_redactor").training["method"] == "ranker"
-    assert nlp(sensitive[0])._.redacted_text.count("[MASK]") == 1
+    assert nlp(sensitive[0])._.delink_redacted_text.count("[MASK]") == 1
 
 
 def test_commands_report_bad_input_with_status_1(tmp_path: Path) -> None:

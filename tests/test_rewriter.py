@@ -124,7 +124,7 @@ def test_mask_model_is_the_default_and_masks_few_tokens(index_path: Path) -> Non
     doc = nlp(TEXT)
     # Minimal linkable at k=3: near (df 2), river (df 2), Mura (df 1): three disjoint spans.
     assert doc.text == "Her farm [REDACTED] the [REDACTED] [REDACTED] was sold."
-    assert doc._.protected is True and doc._.delink_source == TEXT and doc._.delink_passes == 1
+    assert doc._.delink_protected is True and doc._.delink_source == TEXT and doc._.delink_passes == 1
     assert [(e["original"], e["by"], e["pass"]) for e in doc._.delink_edits] == [("near", "mask", 1), ("river", "mask", 1), ("Mura", "mask", 1)]
     assert replay(TEXT, doc._.delink_edits) == doc.text
     assert_protected(doc.text)
@@ -231,7 +231,7 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
     rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, behaviour, **timeout))
     before = server.requests
     doc = nlp(TEXT)
-    assert doc._.protected is True
+    assert doc._.delink_protected is True
     assert_protected(doc.text)
     assert replay(TEXT, doc._.delink_edits) == doc.text
     by = {e["by"] for e in doc._.delink_edits}
@@ -257,7 +257,7 @@ def test_batch_shares_calls_and_respects_the_concurrency_limit(index_path: Path)
         started = time.perf_counter()
         docs = list(nlp.pipe(texts, batch_size=6))
         elapsed = time.perf_counter() - started
-    assert all(d._.protected and {e["by"] for e in d._.delink_edits} == {"llm"} for d in docs)
+    assert all(d._.delink_protected and {e["by"] for e in d._.delink_edits} == {"llm"} for d in docs)
     assert fake.requests == 6 and fake.max_in_flight == 3
     assert elapsed < 6 * 0.3  # concurrent, not one after another
 
@@ -270,7 +270,7 @@ def test_prompt_injection_unicode_and_large_documents(index_path: Path, server: 
     nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, "good"))
     server.prompts.clear()
     for text, doc in zip([injection, unicode_text, far], nlp.pipe([injection, unicode_text, far])):
-        assert doc._.protected and replay(text, doc._.delink_edits) == doc.text
+        assert doc._.delink_protected and replay(text, doc._.delink_edits) == doc.text
         assert_protected(doc.text)
     assert "Ignore the instructions" in injection and all(len(p) < 4000 for p in server.prompts)  # local context only
     assert "🐄" in nlp(unicode_text).text
@@ -284,7 +284,7 @@ def test_cache_avoids_repeated_calls_but_not_failures(index_path: Path, server: 
             nlp = spacy.blank("en")
             nlp.add_pipe("delink_rewriter", config=config)
             before = server.requests
-            assert nlp(TEXT)._.protected
+            assert nlp(TEXT)._.delink_protected
             calls.append(server.requests - before)
         assert calls[1] == second_run_calls, behaviour
 

@@ -30,21 +30,21 @@ def test_spans_scores_and_tokens(index_path: Path) -> None:
     nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 3})
     doc = nlp(TEXT)
     spans = doc.spans["linkable"]
-    assert [(s.text, s.label_, s._.support) for s in spans] == [("near", "NGRAM", 2), ("river", "NGRAM", 2), ("Mura", "NGRAM", 1)]
-    assert [s._.linkage_risk for s in spans] == [0.5, 0.5, 1.0]
-    assert doc._.anonymity == 1 and doc._.linkage_risk == 1.0
-    risks = {t.text: t._.linkage_risk for t in doc}
+    assert [(s.text, s.label_, s._.delink_support) for s in spans] == [("near", "NGRAM", 2), ("river", "NGRAM", 2), ("Mura", "NGRAM", 1)]
+    assert [s._.delink_risk for s in spans] == [0.5, 0.5, 1.0]
+    assert doc._.delink_anonymity == 1 and doc._.delink_risk == 1.0
+    risks = {t.text: t._.delink_risk for t in doc}
     assert risks["Mura"] == 1.0 and risks["near"] == 0.5 and risks["farm"] == 0.0
     expected = spec_oracle.assess(CORPUS, TEXT, 3, 8)["ngrams"]
-    assert [(s.start_char, s.end_char, s._.support) for s in spans] == expected
+    assert [(s.start_char, s.end_char, s._.delink_support) for s in spans] == expected
 
 
 def test_nothing_linkable(index_path: Path) -> None:
     nlp = spacy.blank("en")
     nlp.add_pipe("delink_risk", config={"index": str(index_path)})
     doc = nlp("Farm. The river. Sold.")
-    assert list(doc.spans["linkable"]) == [] and doc._.anonymity is None and doc._.linkage_risk == 0.0
-    assert nlp("")._.anonymity is None
+    assert list(doc.spans["linkable"]) == [] and doc._.delink_anonymity is None and doc._.delink_risk == 0.0
+    assert nlp("")._.delink_anonymity is None
 
 
 def test_alignment_expands_to_pipeline_tokens(index_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_pipe_with_two_processes(index_path: Path) -> None:
     nlp = spacy.blank("en")
     nlp.add_pipe("delink_risk", config={"index": str(index_path), "k": 3})
     docs = list(nlp.pipe([TEXT, "Farm. Sold.", TEXT] * 3, n_process=2, batch_size=2))
-    assert [d._.anonymity for d in docs] == [1, None, 1] * 3
+    assert [d._.delink_anonymity for d in docs] == [1, None, 1] * 3
     assert [s.text for s in docs[-1].spans["linkable"]] == ["near", "river", "Mura"]
 
 

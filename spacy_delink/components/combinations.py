@@ -48,25 +48,25 @@ class CombinationDetector(IndexedComponent):
                     span = doc.char_span(occurrence.start, occurrence.end, label=COMBO_LABEL, alignment_mode="expand")
                     if span is None:
                         continue
-                    span._.support = occurrence.support
-                    span._.combinations = []
+                    span._.delink_support = occurrence.support
+                    span._.delink_combinations = []
                     member_spans[member] = span
-                member_spans[member]._.combinations.append(number)
+                member_spans[member]._.delink_combinations.append(number)
             combinations.append({"members": combination.members, "support": combination.support})
         ordered = sorted(member_spans, key=lambda m: (result.candidates[m].start, result.candidates[m].end))
         position = {member: i for i, member in enumerate(ordered)}
         doc.spans[COMBINATION_SPANS] = [member_spans[m] for m in ordered]
-        doc._.combinations = [
+        doc._.delink_combinations = [
             {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
         ]
-        doc._.combination_linkable = result.combination_linkable
+        doc._.delink_combination_linkable = result.combination_linkable
         doc.spans[REPHRASE_SPANS] = [
             span
             for o in detection.to_rephrase()
             if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
         ]
-        doc._.anonymity = detection.anonymity
-        doc._.linkage_risk = detection.linkage_risk
+        doc._.delink_anonymity = detection.anonymity
+        doc._.delink_risk = detection.linkage_risk
         return doc
 
     def _settings(self) -> dict[str, object]:

@@ -158,9 +158,9 @@ class DelinkRewriter(IndexedComponent):
         doc._.delink_source = result.source
         doc._.delink_passes = result.passes
         doc._.delink_edits = result.edits
-        doc._.protected = result.protected
-        doc._.anonymity = result.detection.anonymity
-        doc._.linkage_risk = result.detection.linkage_risk
+        doc._.delink_protected = result.protected
+        doc._.delink_anonymity = result.detection.anonymity
+        doc._.delink_risk = result.detection.linkage_risk
         doc.user_data[RISK_BEFORE_KEY] = result.linkage_risk_before
         return doc
 

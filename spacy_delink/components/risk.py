@@ -41,13 +41,13 @@ class LinkageRiskAnnotator(IndexedComponent):
             span = doc.char_span(occurrence.start, occurrence.end, label=NGRAM_LABEL, alignment_mode="expand")
             if span is None:
                 continue
-            span._.support = occurrence.support
-            span._.linkage_risk = occurrence.risk
+            span._.delink_support = occurrence.support
+            span._.delink_risk = occurrence.risk
             spans.append(span)
         doc.spans[self.spans_key] = spans
         set_token_risks(doc, spans)
-        doc._.anonymity = analysis.anonymity()
-        doc._.linkage_risk = risk_from_anonymity(doc._.anonymity)
+        doc._.delink_anonymity = analysis.anonymity()
+        doc._.delink_risk = risk_from_anonymity(doc._.delink_anonymity)
         return doc
 
     def _settings(self) -> dict[str, object]:

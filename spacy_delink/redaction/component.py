@@ -2,8 +2,8 @@
 
 Three interchangeable ways to rank words (lowest score = redacted first):
 ``ranker`` (the learned network), ``logreg`` (the TF-IDF logistic-regression baseline) and
-``random``. Each sets ``token._.redaction_score``, ``doc.spans["redacted"]`` and
-``doc._.redacted_text``, and is saved and loaded with the pipeline.
+``random``. Each sets ``token._.delink_redaction_score``, ``doc.spans["redacted"]`` and
+``doc._.delink_redacted_text``, and is saved and loaded with the pipeline.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from spacy.util import from_disk as read_parts
 from spacy.util import minibatch
 from spacy.util import to_disk as write_parts
 
+from ..components.extensions import register
 from ..errors import DelinkError, InputError
 from ..io import read_jsonl
 from .baselines import logreg_word_weights
@@ -29,10 +30,8 @@ METHODS = ("ranker", "logreg", "random")
 SPAN_KEY = "redacted"
 SPAN_LABEL = "REDACTED"
 
-if not Token.has_extension("redaction_score"):
-    Token.set_extension("redaction_score", default=None, force=True)
-if not Doc.has_extension("redacted_text"):
-    Doc.set_extension("redacted_text", default=None, force=True)
+register(Token, "delink_redaction_score")
+register(Doc, "delink_redacted_text")
 
 
 @Language.factory(
@@ -220,7 +219,7 @@ class DelinkRedactor:
         if len(scores) != len(words):
             raise DelinkError(f"{self.name}: got {len(scores)} scores for a Doc of {len(words)} words")
         for index, score in zip(words, scores):
-            doc[index]._.redaction_score = float(score)
+            doc[index]._.delink_redaction_score = float(score)
         count = redaction_count(len(words), self.fraction)
         redacted = np.zeros(len(words), dtype=bool)
         redacted[np.argsort(scores, kind="stable")[:count]] = True
@@ -241,7 +240,7 @@ class DelinkRedactor:
             pieces += [doc.text[cursor : span.start_char], self.mask_token]
             cursor = span.end_char
         pieces.append(doc.text[cursor:])
-        doc._.redacted_text = "".join(pieces)
+        doc._.delink_redacted_text = "".join(pieces)
         return doc
 
     def __call__(self, doc: Doc) -> Doc:

@@ -138,7 +138,7 @@ def privacy_curve(
         redactor.fit(train_docs[0], train_docs[1], ranker_settings, False, train_embeddings[0], train_embeddings[1])
         train_seconds = time.perf_counter() - started
         redacted = [
-            [redactor.annotate(doc, scores)._.redacted_text for doc, scores in zip(docs, redactor.word_scores(docs, embeddings))]
+            [redactor.annotate(doc, scores)._.delink_redacted_text for doc, scores in zip(docs, redactor.word_scores(docs, embeddings))]
             for docs, embeddings in zip(test_docs, test_embeddings)
         ]
         rows.append({
