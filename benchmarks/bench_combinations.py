@@ -4,7 +4,7 @@ Per de-identified TAB document (originals with the manual suppression spans repl
 ``[REDACTED]``), it times ``analyze`` + ``analyze_combinations`` at the given arity and k:
 
 * as ``delink assess`` runs it (report capped at ``--max-combinations``, no flags), and
-* as the rewriter runs it (flags for ``to_rephrase`` wanted),
+* as the rewriter runs it with the paper's ``shortest`` flags (``CombinationAnalysis.flagged``),
 
 on indexes built from 10%, 50% and 100% of the corpus (the 127 originals plus distractors,
 shuffled with a fixed seed, originals always kept so the attack has its targets), and
@@ -45,7 +45,7 @@ def time_documents(index: CorpusIndex, queries: list[str], k: int, arity: int, c
     times = []
     for text in queries:
         started = time.perf_counter()
-        result = analyze_combinations(index, analyze(index, text, k), arity, max_combinations=cap, flags=flags)
+        result = analyze_combinations(index, analyze(index, text, k), arity, max_combinations=cap)
         result.head(cap)
         if flags:
             result.flagged()
@@ -63,7 +63,7 @@ def peak_memory(index: CorpusIndex, queries: list[str], k: int, arity: int, cap:
     peaks = []
     for text in queries:
         tracemalloc.start()
-        analyze_combinations(index, analyze(index, text, k), arity, max_combinations=cap, flags=True)
+        analyze_combinations(index, analyze(index, text, k), arity, max_combinations=cap).flagged()
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     return {"median": int(np.median(peaks)), "max": int(max(peaks))}

@@ -348,9 +348,12 @@ def compare(
     }
 
 
-def check_targets(measured: dict[str, float | None]) -> list[dict[str, Any]]:
+def check_targets(
+    measured: dict[str, float | None], targets: dict[str, tuple[str, float]] = TARGETS
+) -> list[dict[str, Any]]:
+    """Each target with the measured value and whether it is met (None: not measured)."""
     results = []
-    for name, (relation, bound) in TARGETS.items():
+    for name, (relation, bound) in targets.items():
         value = measured.get(name)
         passed = None if value is None else (value >= bound if relation == ">=" else value <= bound)
         results.append({"name": name, "target": f"{relation} {bound:,}", "measured": value, "pass": passed})
@@ -393,14 +396,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "open_ms_verified": round(open_verified, 2),
     }
     return {
-        "benchmark": "index",
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "load_average_1min_at_end": round(os.getloadavg()[0], 2),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-        },
+        **header("index"),
         "corpus": {
             "name": workload.name,
             "documents": int(summary["documents"]),
@@ -445,10 +441,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def header(benchmark: str) -> dict[str, Any]:
+    """The fields every benchmark's JSON opens with: its name, the command, the machine."""
+    return {
+        "benchmark": benchmark,
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+    }
+
+
+def report(run_benchmark: Callable[[argparse.Namespace], dict[str, Any]], args: argparse.Namespace) -> int:
+    """Run a benchmark, print its JSON (and write it to ``args.out``); 1 on a clear error."""
     try:
-        result = run(args)
+        result = run_benchmark(args)
     except DelinkError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -458,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
             handle.write(text + "\n")
     print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report(run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def run_sweeps(data_dir: Path, suppression_limit: float) -> list[dict[str, Any]]
             table, hierarchies, sensitive=SENSITIVE, suppression_limit=suppression_limit, **{model: value}
         )
         started = time.perf_counter()
-        report = privacy_level(table, result.table, QUASI_IDENTIFIERS, SENSITIVE)
+        report = privacy_level(table, result.table, QUASI_IDENTIFIERS, SENSITIVE, hierarchies=hierarchies)
         runs.append(
             {
                 "model": model,

@@ -3,17 +3,25 @@
 Sources: JSONL / JSONL.gz (configurable text and id fields), a folder of ``.txt`` files,
 or a spaCy ``DocBin`` (``.spacy``). Every reader yields ``(doc_id, text)`` one document at a
 time, so a corpus is never held in memory whole.
+
+The id rule, shared by every command that reads documents (docs/index.md): each document
+carries its own id, a non-empty string or an integer (JSONL: the id field; a ``.txt`` file:
+its path in the folder; a DocBin doc: ``doc.user_data["id"]``), and ids are unique within
+one input. Nothing is invented: an id made from a file name and line number changes when
+the file moves or lines are added, so outputs and resumed runs would no longer match.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Union
 
 from .errors import InputError
 from .io import JsonlStats, read_jsonl
 
 MAX_DOCUMENT_CHARS = 50_000_000
+#: A document id as given by the user (JSON string or integer).
+DocId = Union[str, int]
 
 
 @dataclass
@@ -23,6 +31,40 @@ class CorpusStats:
     documents: int = 0
     empty: int = 0
     skipped_lines: list[str] = field(default_factory=list)
+
+
+def _check_unicode(value: str, where: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = err.object[err.start : err.end].encode("unicode_escape").decode("ascii")
+        raise InputError(f"{where}: {what} holds a lone UTF-16 surrogate {bad}, which is not a character; fix the source") from None
+
+
+def check_doc_id(value: Any, where: str, id_field: str = "id") -> DocId:
+    """A document's id under the id rule, or a one-line error naming the document."""
+    if value is None:
+        raise InputError(
+            f"{where}: no id (field {id_field!r}); every document needs a unique string or integer id "
+            "(pass --id-field to name the field holding it)"
+        )
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputError(f"{where}: id field {id_field!r} must be a string or an integer, got {value!r}")
+    if isinstance(value, str):
+        if not value:
+            raise InputError(f"{where}: id field {id_field!r} is empty; every document needs a non-empty id")
+        _check_unicode(value, where, "the id")
+    return value
+
+
+def unique_ids(documents: Iterable[tuple[DocId, str]]) -> Iterator[tuple[DocId, str]]:
+    """Pass documents through, refusing a repeated id (outputs and index rows are keyed by it)."""
+    seen: dict[DocId, int] = {}
+    for number, (doc_id, text) in enumerate(documents, start=1):
+        first = seen.setdefault(doc_id, number)
+        if first != number:
+            raise InputError(f"duplicate document id {doc_id!r} (documents {first} and {number}); ids must be unique")
+        yield doc_id, text
 
 
 def _check_text(text: object, where: str, text_field: str) -> str:
@@ -41,23 +83,31 @@ def read_jsonl_documents(
     id_field: str = "id",
     skip_invalid: bool = False,
     stats: CorpusStats | None = None,
-) -> Iterator[tuple[str | int, str]]:
-    """``(id, text)`` per JSON line, the id as given; a line without one gets ``<file>:<line>``."""
+) -> Iterator[tuple[DocId, str]]:
+    """``(id, text)`` per JSON line under the id rule.
+
+    With ``skip_invalid``, a line that is not JSON or breaks the rules (no id, no text, ...)
+    is skipped and listed in ``stats.skipped_lines`` as ``<file>:<line>``, in line order.
+    """
     stats = stats if stats is not None else CorpusStats()
     line_stats = JsonlStats()
-    for record in read_jsonl(path, skip_invalid=skip_invalid, stats=line_stats):
-        where = f"{path}:{line_stats.lines}"
-        text = _check_text(record.get(text_field), where, text_field)
-        doc_id = record.get(id_field)
-        if doc_id is None:
-            doc_id = where
-        elif isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-            raise InputError(f"{where}: field {id_field!r} must be a string or an integer, got {doc_id!r}")
-        yield doc_id, text
-    stats.skipped_lines.extend(f"{path}:{n}" for n in line_stats.skipped)
+    try:
+        for record in read_jsonl(path, skip_invalid=skip_invalid, stats=line_stats):
+            where = f"{path}:{line_stats.lines}"
+            try:
+                doc_id = check_doc_id(record.get(id_field), where, id_field)
+                text = _check_text(record.get(text_field), where, text_field)
+            except InputError:
+                if not skip_invalid:
+                    raise
+                line_stats.skipped.append(line_stats.lines)
+                continue
+            yield doc_id, text
+    finally:
+        stats.skipped_lines.extend(f"{path}:{n}" for n in line_stats.skipped)
 
 
-def read_text_folder(path: Path) -> Iterator[tuple[str | int, str]]:
+def read_text_folder(path: Path) -> Iterator[tuple[DocId, str]]:
     """One document per ``*.txt`` file (recursively, sorted), id = path relative to the folder."""
     files = sorted(p for p in path.rglob("*.txt") if p.is_file())
     if not files:
@@ -67,11 +117,11 @@ def read_text_folder(path: Path) -> Iterator[tuple[str | int, str]]:
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
             raise InputError(f"{file}: not valid UTF-8 ({err.reason} at byte {err.start}); re-encode it") from None
-        yield str(file.relative_to(path)), _check_text(text, str(file), "text")
+        yield check_doc_id(str(file.relative_to(path)), str(file)), _check_text(text, str(file), "text")
 
 
-def read_docbin(path: Path) -> Iterator[tuple[str | int, str]]:
-    """Texts of a spaCy DocBin; ids from ``doc.user_data['id']`` when set, else ``<file>#<n>``."""
+def read_docbin(path: Path) -> Iterator[tuple[DocId, str]]:
+    """Texts of a spaCy DocBin, each with its id from ``doc.user_data['id']``."""
     import spacy
     from spacy.tokens import DocBin
 
@@ -80,9 +130,12 @@ def read_docbin(path: Path) -> Iterator[tuple[str | int, str]]:
     except Exception as err:  # DocBin raises several unrelated types on bad bytes
         raise InputError(f"{path}: not a readable spaCy DocBin ({err})") from None
     vocab = spacy.blank("xx").vocab
-    for n, doc in enumerate(doc_bin.get_docs(vocab)):
-        doc_id = doc.user_data.get("id", f"{path.name}#{n}")
-        yield str(doc_id), doc.text
+    for n, doc in enumerate(doc_bin.get_docs(vocab), start=1):
+        where = f"{path} doc {n}"
+        doc_id = check_doc_id(doc.user_data.get("id"), where, "user_data['id']")
+        text = _check_text(doc.text, where, "text")
+        _check_unicode(text, where, "the text")
+        yield doc_id, text
 
 
 def read_documents(
@@ -91,7 +144,7 @@ def read_documents(
     id_field: str = "id",
     skip_invalid: bool = False,
     stats: CorpusStats | None = None,
-) -> Iterator[tuple[str | int, str]]:
+) -> Iterator[tuple[DocId, str]]:
     """Stream ``(id, text)`` from every source in order, choosing the reader by path."""
     stats = stats if stats is not None else CorpusStats()
     for source in sources:

@@ -1,9 +1,11 @@
-"""Loss-free file I/O shared by every command: atomic writes and line-precise JSONL reading."""
+"""Loss-free file I/O shared by every command: atomic writes, output checks, locks, JSONL reading."""
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -11,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-import srsly
-
 from .errors import InputError
+
+#: A JSON ``\\uXXXX`` escape of a UTF-16 surrogate: the only way a JSON line can hold one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_BOM = "\ufeff"
 
 
 def _umask() -> int:
@@ -23,25 +27,88 @@ def _umask() -> int:
     return current
 
 
-@contextmanager
-def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Write to a temporary file beside ``path`` and rename it into place on success.
+def fsync_dir(path: str | Path) -> None:
+    """Flush a directory's entries, so a rename in it survives a power loss in the order made."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
-    A crash or exception leaves the previous file (or nothing) rather than a half-written one.
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_path(path: str | Path, option: str = "--output", directory: bool = False) -> None:
+    """Refuse, before any work, an output that cannot be written where it goes.
+
+    A file output must not be a directory; either kind needs a place where files can be
+    created. That is probed by creating (and removing) a file in the nearest existing
+    folder, so read-only mounts and permissions are caught whoever runs the command.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide outputs from the user's group
+    if not directory and path.is_dir():
+        raise InputError(f"{option} {path} is a directory; give the path of a file to write")
+    if directory and path.exists() and not path.is_dir():
+        raise InputError(f"{option} {path} is a file; give the path of a directory to create")
+    folder = _nearest_existing(path.parent)
+    if not folder.is_dir():
+        raise InputError(f"{option} {path}: {folder} is not a directory; choose another path")
+    try:
+        with tempfile.TemporaryFile(dir=folder):  # unnamed (O_TMPFILE) where supported: a kill leaves nothing
+            pass
+    except OSError as err:
+        raise InputError(f"{option} {path}: cannot create files in {folder} ({err.strerror}); choose a writable location") from None
+
+
+@contextmanager
+def atomic_write(
+    path: str | Path, mode: str = "w", encoding: str | None = "utf-8", private: bool = False
+) -> Iterator[IO[Any]]:
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    A crash or exception leaves the previous file (or nothing) rather than a half-written
+    one. The temporary file is created by ``mkstemp`` (``O_CREAT | O_EXCL | O_NOFOLLOW``,
+    mode 0600, a random name), so a planted file or symlink is never written through;
+    ``private`` keeps the final file owner-only (secrets), else it gets the umask's mode.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write {path}: it is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise InputError(f"cannot write {path}: {err.strerror} ({err.filename}); choose a writable location") from None
+    if not private:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide outputs from the user's group
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
+        fsync_dir(path.parent)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temporaries(path: str | Path) -> None:
+    """Remove what killed ``atomic_write``s of ``path`` left (their random ``mkstemp`` names).
+
+    Only safe while holding a lock that keeps every other writer of ``path`` away.
+    """
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    if path.parent.is_dir():
+        for leftover in path.parent.iterdir():
+            if pattern.fullmatch(leftover.name) and leftover.is_file():
+                leftover.unlink()
 
 
 @contextmanager
@@ -61,6 +128,36 @@ def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextmanager
+def file_lock(path: str | Path, wait: bool, busy_message: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if needed, removed on release).
+
+    Without ``wait``, a lock held by another process raises ``InputError(busy_message)``.
+    The file is removed while still locked; a waiter that then wins the stale inode sees
+    that the path no longer names it and locks the path afresh, so two holders never overlap.
+    """
+    path = Path(path)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(busy_message) from None
+        try:
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
@@ -100,13 +197,34 @@ class JsonlStats:
     skipped: list[int] = field(default_factory=list)
 
 
+def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
+    """One JSON object; integers of any size are kept exact and lone surrogates refused.
+
+    The standard library parser, not srsly's ujson: ujson refuses integers beyond 64 bits
+    and silently reads some (e.g. -2**64) as 0, and it is no faster on long text lines.
+    A lone surrogate (``"\\ud800"``) parses but is not Unicode: no output could encode
+    it, so the line is invalid.
+    """
+    record = json.loads(line)
+    if not isinstance(record, dict):
+        raise ValueError("expected a JSON object")
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as err:
+            bad = err.object[err.start : err.end].encode("unicode_escape").decode("ascii")
+            raise ValueError(f"it holds a lone UTF-16 surrogate {bad}, which is not a character") from None
+    return record
+
+
 def read_jsonl(
     path: str | Path, skip_invalid: bool = False, stats: JsonlStats | None = None
 ) -> Iterator[dict[str, Any]]:
     """Stream JSON objects from a (gzipped) JSONL file, naming file and line on any error.
 
-    Blank lines are ignored. With ``skip_invalid`` a malformed line is counted in
-    ``stats.skipped`` instead of stopping the run.
+    Blank lines are ignored and a UTF-8 byte-order mark at the start of the file is
+    dropped. With ``skip_invalid`` a malformed line is counted in ``stats.skipped``
+    instead of stopping the run.
     """
     stats = stats if stats is not None else JsonlStats()
     path = Path(path)
@@ -120,12 +238,12 @@ def read_jsonl(
                     f"{path}:{line_no}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
                     "re-encode the file as UTF-8"
                 ) from None
+            if line_no == 1 and line.startswith(_BOM):
+                line = line[1:]
             if not line.strip():
                 continue
             try:
-                record = srsly.json_loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError("expected a JSON object")
+                record = _parse_json_line(raw, line)
             except ValueError as err:
                 if skip_invalid:
                     stats.skipped.append(line_no)

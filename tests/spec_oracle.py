@@ -129,10 +129,51 @@ def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity:
     ]
     arity1 = assess(corpus, text, k, max_n)["anonymity"]
     supports = [s for _, s in linkable_sets] + ([arity1] if arity1 is not None else [])
+    # The report order: size, then support, then the members' start offsets.
+    report = sorted(
+        ([candidates[key] for key in sorted(combo, key=candidates.__getitem__)], support) for combo, support in minimal
+    )
+    report.sort(key=lambda item: (len(item[0]), item[1], [start for start, _ in item[0]]))
+    # The paper's flag: each minimal combination's shortest member (fewest tokens, then earliest).
+    flagged = {
+        candidates[min(combo, key=lambda key: (len(key), candidates[key]))] for combo, _ in minimal
+    }
     return {
         "combinations": {
             (frozenset(candidates[key] for key in combo), support) for combo, support in minimal
         },
+        "report": report,
+        "flagged": flagged,
         "combination_linkable": bool(linkable_sets),
         "anonymity": min(supports) if supports else None,
     }
+
+
+def linkable_combinations(corpus: list[str], text: str, k: int, max_n: int, arity: int) -> list[tuple[frozenset[tuple[str, ...]], int]]:
+    """Every linkable combination (minimal or not) of the text's candidate keys, with its support."""
+    index = postings(corpus, max_n)
+    occ = occurrences(text, max_n)
+    frequent = [o for o in occ if len(index.get(o[2], ())) >= k]
+    maximal = {
+        o[2]
+        for o in frequent
+        if not any(p[0] <= o[0] and o[0] + o[1] <= p[0] + p[1] and (p[0], p[1]) != (o[0], o[1]) for p in frequent)
+    }
+    found = []
+    for size in range(2, arity + 1):
+        for combo in itertools.combinations(sorted(maximal), size):
+            support = len(set.intersection(*(index[key] for key in combo)))
+            if 1 <= support < k:
+                found.append((frozenset(combo), support))
+    return found
+
+
+def maximal_occurrences(corpus: list[str], text: str, k: int, max_n: int) -> dict[tuple[str, ...], list[tuple[int, int]]]:
+    """Token ranges [first, last] of every maximal frequent occurrence, by key."""
+    index = postings(corpus, max_n)
+    frequent = [o for o in occurrences(text, max_n) if len(index.get(o[2], ())) >= k]
+    found: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+    for o in frequent:
+        if not any(p[0] <= o[0] and o[0] + o[1] <= p[0] + p[1] and (p[0], p[1]) != (o[0], o[1]) for p in frequent):
+            found.setdefault(o[2], []).append((o[0], o[0] + o[1] - 1))
+    return found

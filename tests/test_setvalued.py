@@ -1,6 +1,7 @@
 """Set-valued k-anonymity: hand-checked costs, optimality against an exact oracle, bounds, I/O, CLI."""
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections import Counter
@@ -27,7 +28,10 @@ from spacy_delink.setvalued import (
     random_groups,
     verify_k_anonymous,
 )
+from spacy_delink.setvalued.bounds import nearest_frequent_sets
 from spacy_delink.setvalued.core import encode
+from spacy_delink.setvalued.km import anonymize_km, km_level, km_violations, verify_km_anonymous
+from spacy_delink.setvalued.utility import frequent_itemsets, itemset_utility
 
 
 def random_instances(count: int, seed: int) -> list[tuple[list[frozenset[int]], int]]:
@@ -366,3 +370,156 @@ def test_cli_reports_bad_lines_with_location(tmp_path: Path, monkeypatch, capsys
     assert run_cli(monkeypatch, "setanon", source, "--k", "2", "--output", output, "--skip-invalid") == 0
     assert "1 invalid line(s) skipped" in capsys.readouterr().err
     assert list(srsly.read_jsonl(output)) == [{"id": 1, "items": ["a"]}, {"id": 2, "items": ["a"]}]
+
+
+# --- the adversary's view of a release: link lines by every published field ------------------
+
+
+def smallest_linked_class(lines: list[dict]) -> int:
+    """Group lines by each field other than "items" (and by all of them together); every group is one
+    person's published sets. Return the fewest groups that share one multiset of sets: the k an
+    adversary who links lines that way still faces (every line on its own when nothing links them)."""
+    fields = sorted({field for line in lines for field in line if field != "items"})
+    linkings = [fields] + [[field] for field in fields] if fields else [[]]
+    smallest = len(lines)
+    for linking in linkings:
+        groups: dict[tuple, list] = {}
+        for position, line in enumerate(lines):
+            key = tuple(json.dumps(line.get(field)) for field in linking) if linking else (position,)
+            groups.setdefault(key, []).append(tuple(sorted(map(str, line["items"]))))
+        classes = Counter(tuple(sorted(sets)) for sets in groups.values())
+        smallest = min(smallest, min(classes.values()))
+    return smallest
+
+
+def thread_log() -> list[dict]:
+    """Twelve users with two topic threads each; each thread occurs at least 3 times, but the
+    pairs of threads a user holds repeat less often (three users hold a pair of their own)."""
+    topics = {"a": ["cheap flights", "flights paris"], "b": ["python tutorial"], "c": ["knee pain", "pain relief"],
+              "d": ["garden roses"]}
+    pairs = [("a", "b")] * 3 + [("c", "d")] * 3 + [("a", "c"), ("b", "d"), ("a", "d"), ("b", "c"), ("a", "b"), ("c", "d")]
+    return [{"id": f"u{i}", "queries": topics[x] + topics[y]} for i, (x, y) in enumerate(pairs)]
+
+
+def test_thread_release_cannot_be_linked_back_to_users(tmp_path: Path, monkeypatch) -> None:
+    source = write_jsonl(tmp_path / "log.jsonl", thread_log())
+    # The leak: each thread is 3-anonymous, yet a user's pair of threads, linked by id, is not.
+    records, _ = load_set_records(source, threads=True)
+    per_thread = anonymize_sets([r.items for r in records], 3)
+    linked = [{"id": r.id, "items": sorted(items)} for r, items in zip(records, per_thread.published)]
+    assert min(Counter(tuple(line["items"]) for line in linked).values()) >= 3
+    assert smallest_linked_class(linked) == 1
+    output = tmp_path / "threads.jsonl"
+    assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--threads", "--output", output) == 0
+    lines = list(srsly.read_jsonl(output))
+    assert len(lines) == 24 and all(set(line) == {"items"} for line in lines)
+    assert lines == sorted(lines, key=lambda line: [str(item) for item in line["items"]])
+    assert smallest_linked_class(lines) >= 3
+
+
+def test_plain_release_is_k_anonymous_per_user() -> None:
+    rng = np.random.default_rng(4)
+    records = [frozenset(np.flatnonzero(rng.random(8) < 0.3).tolist()) for _ in range(60)]
+    release = anonymize_sets(records, 4)
+    lines = [{"id": f"u{i}", "items": sorted(items)} for i, items in enumerate(release.published)]
+    assert smallest_linked_class(lines) >= 4
+
+
+# --- the reviewer's baseline, deletions only, k^m, utility -----------------------------------
+
+
+def test_nearest_frequent_sets_by_hand() -> None:
+    # {a} x2 and {b, c} x2 stay; {a, d} is 1 from {a}; {b, c, d, e} is 2 from {b, c};
+    # {x, y} is 2 from the empty set and 3 from {a}, but alone it cannot be published empty,
+    # so it goes to {a}.
+    records = [frozenset("a")] * 2 + [frozenset("bc")] * 2 + [frozenset("ad"), frozenset("bcde"), frozenset("xy")]
+    release = nearest_frequent_sets(records, 2)
+    assert release.published == [frozenset("a")] * 2 + [frozenset("bc")] * 2 + [frozenset("a"), frozenset("bc"), frozenset("a")]
+    assert release.cost == 1 + 2 + 3
+    # two far records do go empty together
+    records += [frozenset("uv")]
+    assert nearest_frequent_sets(records, 2).published[-2:] == [frozenset(), frozenset()]
+    assert nearest_frequent_sets([frozenset("a"), frozenset("b")], 2).published == [frozenset(), frozenset()]
+
+
+def test_nearest_frequent_baseline_is_k_anonymous_and_the_clustering_route_beats_it() -> None:
+    cluster = baseline = 0
+    for records, k in hub_instances(40, seed=9):
+        release = nearest_frequent_sets(records, k)
+        verify_k_anonymous(release.published, k)
+        cluster, baseline = cluster + anonymize_sets(records, k).cost, baseline + release.cost
+    assert cluster < baseline
+
+
+def test_deletions_only_never_adds_an_item() -> None:
+    for records, k in random_instances(30, seed=13) + hub_instances(20, seed=2):
+        release = anonymize_sets(records, k, deletions_only=True)
+        verify_k_anonymous(release.published, k)
+        assert release.additions.sum() == 0
+        assert all(published <= original for published, original in zip(release.published, records))
+        assert release.cost >= exact_anonymization(records, k).cost
+
+
+def brute_km_level(published: list[frozenset], m: int) -> int:
+    """The least support of any itemset of at most m items that some record holds, by enumeration."""
+    supports = [
+        sum(1 for other in published if set(subset) <= other)
+        for items in published
+        for size in range(1, m + 1)
+        for subset in combinations(sorted(items), size)
+    ]
+    return min(supports, default=len(published))
+
+
+def test_km_anonymity_by_hand_and_against_enumeration() -> None:
+    # {a, b} is held twice, {a, c} once: 2^1-anonymous (each item at least twice), not 2^2.
+    published = [frozenset("ab"), frozenset("ab"), frozenset("ac"), frozenset("c")]
+    assert km_level(published, 1) == 2 and km_level(published, 2) == 1
+    assert km_violations(published, 2, 2) == [(("a", "c"), 1)]
+    verify_km_anonymous(published, 2, 1)
+    with pytest.raises(DelinkError, match="not 2\\^2-anonymous"):
+        verify_km_anonymous(published, 2, 2)
+    for records, k in random_instances(30, seed=17):
+        for m in (1, 2, 3):
+            release = anonymize_km(records, k, m)
+            assert release.additions.sum() == 0
+            assert brute_km_level([p for p in release.published if p], m) >= k or not any(release.published)
+            assert km_level(release.published, m) == brute_km_level(release.published, m)
+    with pytest.raises(InputError, match="m must lie between 1 and 3"):
+        anonymize_km(published, 2, 4)
+
+
+def test_frequent_itemset_utility_by_hand() -> None:
+    original = [frozenset("ab"), frozenset("ab"), frozenset("abc"), frozenset("c")]
+    assert frequent_itemsets(original, 2) == {
+        frozenset("a"): 3, frozenset("b"): 3, frozenset("c"): 2, frozenset("ab"): 3,
+    }
+    # the release drops c from one record and adds d to two: a, b, ab survive, c is lost, and
+    # d, ad, bd, abd are fabricated patterns
+    published = [frozenset("abd"), frozenset("abd"), frozenset("ab"), frozenset("c")]
+    utility = itemset_utility(original, published, min_support=2)
+    assert (utility.original, utility.published, utility.preserved) == (4, 7, 3)
+    assert utility.recall == pytest.approx(3 / 4) and utility.precision == pytest.approx(3 / 7)
+    # supports: a 3->3, b 3->3, ab 3->3, c 2->1
+    assert utility.support_error == pytest.approx((0 + 0 + 0 + 0.5) / 4)
+    with pytest.raises(InputError, match="min_support"):
+        itemset_utility(original, published, min_support=1.5)
+
+
+def test_cli_modes_and_refusals(tmp_path: Path, monkeypatch, capsys) -> None:
+    lines = [{"id": f"u{i}", "items": ["milk", "bread"] if i % 2 else ["beer", f"x{i % 3}"]} for i in range(12)]
+    source = write_jsonl(tmp_path / "baskets.jsonl", lines)
+    km = tmp_path / "km.jsonl"
+    assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--method", "km", "--m", "2", "--output", km) == 0
+    assert "k^m with k=3, m=2 verified" in capsys.readouterr().err
+    released = [frozenset(line["items"]) for line in srsly.read_jsonl(km)]
+    assert km_level([p for p in released if p], 2) >= 3
+    deletions = tmp_path / "deletions.jsonl"
+    assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--deletions-only", "--output", deletions) == 0
+    for line, original in zip(srsly.read_jsonl(deletions), lines):
+        assert set(line["items"]) <= set(original["items"])
+    assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--output", source) == 1
+    assert "is the input" in capsys.readouterr().err
+    assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--method", "km", "--extend", km, "--output", tmp_path / "x.jsonl") == 1
+    assert "not --method km" in capsys.readouterr().err
+    assert source.read_text() and not (tmp_path / "x.jsonl").exists()

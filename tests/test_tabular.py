@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from spacy_delink.cli import app
 from spacy_delink.errors import InputError
 from spacy_delink.tabular import (
+    check_generalization,
     conditional_entropy,
     discrimination_rate,
     entropy,
@@ -26,7 +28,11 @@ from spacy_delink.tabular import (
     local_privacy_level,
     mutual_information,
     privacy_level,
+    release_statistics,
 )
+from spacy_delink.tabular.anonymize import Hierarchy
+from spacy_delink.tabular.emd import equal_emd, hierarchical_emd, ordered_emd, tree_from_paths
+from spacy_delink.tabular.release import generalizes
 
 LOG2_3 = math.log2(3)
 LOG2_9 = math.log2(9)
@@ -202,7 +208,7 @@ def test_constant_columns_give_zero_not_a_division_error() -> None:
     assert entropy_change(constant, constant, ["q"], ["s"]) == 1.0
     growing = [{"q": "*", "s": str(i)} for i in range(6)]
     assert entropy_change(constant, growing, ["q"], ["s"]) == math.inf
-    assert privacy_level(constant, growing, ["q"], ["s"]).to_dict()["entropy_change"] is None
+    assert privacy_level(constant, growing, ["q"], ["s"], check=False).to_dict()["entropy_change"] is None
 
 
 def test_row_count_mismatch_is_an_error() -> None:
@@ -229,9 +235,13 @@ def test_rows_pair_by_id_column_whatever_their_order() -> None:
     report = privacy_level(original, anonymized, "zip,age", "salary,disease", id_column="id")
     assert report.privacy_level == pytest.approx(0.5)
     assert report.per_sensitive["disease"].privacy_level == pytest.approx(1 - LOG2_3 / brute_entropy([r[3] for r in ORIGINAL_ROWS]))
-    by_position = privacy_level(original, anonymized, "zip,age", "salary,disease")
-    # Positional pairing after the shuffle mixes up whose disease is whose.
+    # Positional pairing after the shuffle mixes up whose disease is whose: the check refuses it ...
+    with pytest.raises(InputError, match=r"anonymized is not a generalization of original: \d+ of 36 cells"):
+        privacy_level(original, anonymized, "zip,age", "salary,disease")
+    # ... and the measure taken anyway shows the damage.
+    by_position = privacy_level(original, anonymized, "zip,age", "salary,disease", check=False)
     assert by_position.per_sensitive["disease"].information_ratio < 0.9
+    assert not by_position.generalization.ok
     without_last = [record for record in anonymized if record["id"] != 8]
     with pytest.raises(InputError, match=r"id '8' from original is missing"):
         privacy_level(original, without_last, "zip,age", "salary", id_column="id")
@@ -303,3 +313,105 @@ def test_cli_reports_bad_input_with_exit_status_1(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stderr.startswith("error: row counts differ")
+
+
+# --- the release itself: a generalization of the original? its k, l, t and risks --------------
+
+DISEASE_TREE = Hierarchy(
+    {
+        **{d: (d, "stomach diseases", "digestive system diseases", "*") for d in ("gastric ulcer", "gastritis", "stomach cancer")},
+        **{d: (d, "respiratory infection", "respiratory system diseases", "*") for d in ("flu", "bronchitis", "pneumonia")},
+    },
+    "disease (Li et al. 2007, Figure 2)",
+)
+
+
+def with_numeric_salary(rows: list[tuple]) -> list[dict]:
+    return [dict(record, salary=int(record["salary"][:-1]) * 1000) for record in as_records(rows)]
+
+
+@pytest.mark.parametrize(
+    ("released", "original", "expected"),
+    [
+        ("4767*", "47677", True), ("4767*", "47602", False), ("47***", "47602", True), ("*", "anything", True),
+        (None, "x", True), ("<=40", 29, True), ("<=40", 43, False), (">=40", 43, True), ("≤40", 40, True),
+        ("20-29", "25", True), ("20-29", 30, False), ("[20, 30)", 30, False), ("(20,30]", 30, True),
+        ("a?b", "axb", False), ("same", "same", True), ("other", "same", False),
+    ],
+)
+def test_generalization_rules(released, original, expected: bool) -> None:
+    assert generalizes(released, original) is expected
+
+
+def test_the_check_catches_rows_that_cannot_come_from_the_original() -> None:
+    original, anonymized = as_records(ORIGINAL_ROWS), as_records(ANONYMIZED_ROWS)
+    assert check_generalization(load_table(original), load_table(anonymized), FIELDS).ok
+    # row 4 (age 43) released under "<=40", row 7 (zip 47605) under "4767*"
+    broken = [dict(record) for record in anonymized]
+    broken[3]["age"], broken[6]["zip"] = "<=40", "4767*"
+    with pytest.raises(InputError, match=r"2 of 36 cells \(row 4 age: '<=40' cannot stand for 43; row 7 zip: '4767\*' cannot stand for '47605'\)"):
+        privacy_level(original, broken, "zip,age", "salary,disease")
+    report = privacy_level(original, broken, "zip,age", "salary,disease", check=False)
+    assert report.generalization.violations == 2 and report.release.risks.journalist_highest is None
+    # With a hierarchy, only labels on the value's own path count: "respiratory infection" cannot stand for gastritis.
+    relabelled = [dict(record) for record in anonymized]
+    relabelled[1]["disease"] = "stomach diseases"
+    assert privacy_level(original, relabelled, "zip,age", "salary,disease", hierarchies={"disease": DISEASE_TREE}).generalization.ok
+    relabelled[1]["disease"] = "respiratory infection"
+    with pytest.raises(InputError, match="row 2 disease: 'respiratory infection' cannot stand for 'gastritis'"):
+        privacy_level(original, relabelled, "zip,age", "salary,disease", hierarchies={"disease": DISEASE_TREE})
+
+
+def test_release_k_l_t_and_risks_of_the_worked_example() -> None:
+    report = privacy_level(
+        with_numeric_salary(ORIGINAL_ROWS), with_numeric_salary(ANONYMIZED_ROWS), "zip,age", "salary,disease",
+        hierarchies={"disease": DISEASE_TREE},
+    )
+    release = report.release
+    assert (release.classes, release.k, release.l) == (3, 3, {"salary": 3, "disease": 3})
+    # Li et al.'s "0.167-closeness w.r.t. salary": ordered EMD of class {3K, 5K, 9K} is 1/6.
+    assert release.t["salary"] == pytest.approx(1 / 6) and release.ground_distance["salary"] == "ordered"
+    # Tree distance, class 4790* = {gastritis, flu, bronchitis}: 8/27 (a linear program below agrees).
+    assert release.t["disease"] == pytest.approx(8 / 27) and release.ground_distance["disease"] == "hierarchical"
+    risks = release.risks
+    assert (risks.prosecutor_highest, risks.prosecutor_average, risks.prosecutor_records_at_highest) == pytest.approx((1 / 3, 1 / 3, 1.0))
+    assert (risks.journalist_highest, risks.marketer) == pytest.approx((1 / 3, 1 / 3))
+    plain = privacy_level(as_records(ORIGINAL_ROWS), as_records(ANONYMIZED_ROWS), "zip,age", "salary,disease").release
+    assert plain.ground_distance == {"salary": "equal", "disease": "equal"}
+
+
+def test_journalist_risk_counts_population_rows_a_locally_recoded_value_also_fits() -> None:
+    original = [{"zip": z, "s": s} for z, s in [("1301", "a"), ("1302", "b"), ("1401", "a"), ("1402", "b"), ("1403", "a")]]
+    # classes 130* (2 rows) and 1*** (3 rows); 1*** also fits the two 130x rows of the population
+    released = [{"zip": z, "s": s} for z, s in [("130*", "a"), ("130*", "b"), ("1***", "a"), ("1***", "b"), ("1***", "a")]]
+    risks = release_statistics(load_table(original), load_table(released), ["zip"], ["s"]).risks
+    assert risks.prosecutor_highest == pytest.approx(1 / 2) and risks.prosecutor_average == pytest.approx(2 / 5)
+    assert risks.journalist_highest == pytest.approx(1 / 2)
+    assert risks.marketer == pytest.approx((2 * (1 / 2) + 3 * (1 / 5)) / 5)
+
+
+def transport_oracle(p: np.ndarray, q: np.ndarray, ground: np.ndarray) -> float:
+    """EMD as the optimal transport of p onto q under the ground distance (a linear program)."""
+    from scipy.optimize import linprog
+
+    m = len(p)
+    rows = [np.kron(np.eye(m)[i], np.ones(m)) for i in range(m)] + [np.kron(np.ones(m), np.eye(m)[j]) for j in range(m)]
+    return float(linprog(ground.ravel(), A_eq=np.array(rows), b_eq=np.concatenate([p, q]), bounds=(0, None)).fun)
+
+
+def test_emds_agree_with_optimal_transport() -> None:
+    rng = np.random.default_rng(3)
+    values = list(DISEASE_TREE.paths)
+    tree = tree_from_paths(values, DISEASE_TREE.paths, DISEASE_TREE.source)
+    paths = [DISEASE_TREE.paths[v] for v in values]
+    tree_distance = np.array([[next(h for h in range(4) if a[h] == b[h]) / 3 for b in paths] for a in paths])
+    m = len(values)
+    ordered_distance = np.abs(np.subtract.outer(np.arange(m), np.arange(m))) / (m - 1)
+    share = rng.dirichlet(np.ones(m), size=8)
+    overall = rng.dirichlet(np.ones(m))
+    for emd_of, ground in (
+        (lambda s: hierarchical_emd(s, overall, tree), tree_distance),
+        (lambda s: ordered_emd(s, overall), ordered_distance),
+        (lambda s: equal_emd(s, overall), 1.0 - np.eye(m)),
+    ):
+        assert emd_of(share) == pytest.approx([transport_oracle(p, overall, ground) for p in share], abs=1e-7)

@@ -14,13 +14,14 @@ import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from conftest import shared_path
 from spacy_delink.cli import app
 from spacy_delink.errors import InputError
-from spacy_delink.tabular import load_table, privacy_level, write_csv
+from spacy_delink.tabular import load_table, privacy_level, release_statistics, write_csv
 from spacy_delink.tabular.anonymize import Hierarchy, anonymize, read_hierarchy
 
 ADULT_COLUMNS = ["sex", "age", "race", "marital-status", "education", "native-country", "workclass", "occupation", "salary-class"]
@@ -205,8 +206,16 @@ def test_paper_settings_hold_on_the_released_adult_table(adult: dict, models: di
     for s in PAPER_SENSITIVE:
         assert statistics[f"l:{s}"] >= models.get("l", 1)
         assert statistics[f"t:{s}"] <= models.get("t", 1.0) + 1e-9
-    report = privacy_level(adult["table"], result.table, PAPER_QIS, PAPER_SENSITIVE)
+    # ARX's own age hierarchy files 50 under "45-49", so the check needs the hierarchies, not interval reading.
+    with pytest.raises(InputError, match="not a generalization"):
+        privacy_level(adult["table"], result.table, PAPER_QIS, PAPER_SENSITIVE)
+    report = privacy_level(adult["table"], result.table, PAPER_QIS, PAPER_SENSITIVE, hierarchies=adult["paper"])
     assert 0.0 <= report.privacy_level < 0.2 and 0.0 < report.entropy_change < 1.0
+    assert report.generalization.ok and report.release.k == statistics["k"]
+    assert report.release.l == {s: statistics[f"l:{s}"] for s in PAPER_SENSITIVE}
+    assert report.release.t == pytest.approx({s: statistics[f"t:{s}"] for s in PAPER_SENSITIVE}, abs=1e-9)
+    assert report.release.risks.prosecutor_highest == pytest.approx(1 / statistics["k"])
+    assert report.release.risks.journalist_highest == pytest.approx(1 / statistics["k"])  # full-domain: F = E
     pycanon_python = os.environ.get("DELINK_PYCANON_PYTHON")
     if not pycanon_python:
         pytest.skip("pycanon cross-check: set DELINK_PYCANON_PYTHON to a Python with pycanon installed")
@@ -283,3 +292,89 @@ def test_cli_anonymize_table_then_measure(tmp_path: Path) -> None:
     assert 0.0 <= json.loads(measured.stdout)["overall"]["privacy_level"] <= 1.0
     bad = runner.invoke(app, ["anonymize-table", str(data), "-H", "age", "--k", "3", "-o", str(output)])
     assert isinstance(bad.exception, InputError) and "expected COLUMN=PATH" in str(bad.exception)
+
+
+# --- t-closeness with the hierarchical ground distance ----------------------------------------
+
+DISEASES = Hierarchy(
+    {
+        "flu": ("flu", "infection", "respiratory", "*"),
+        "cold": ("cold", "infection", "respiratory", "*"),
+        "asthma": ("asthma", "chronic", "respiratory", "*"),
+        "ulcer": ("ulcer", "stomach", "digestive", "*"),
+    },
+    "diseases (test)",
+)
+
+
+def tree_emd(class_values: list, all_values: list) -> float:
+    """EMD under the tree distance as an optimal transport (a linear program), independent of the formula."""
+    from scipy.optimize import linprog
+
+    domain = sorted(DISEASES.paths)
+    p = np.array([class_values.count(v) / len(class_values) for v in domain])
+    q = np.array([all_values.count(v) / len(all_values) for v in domain])
+    paths = [DISEASES.paths[v] for v in domain]
+    ground = np.array([[next(h for h in range(4) if a[h] == b[h]) / 3 for b in paths] for a in paths])
+    m = len(domain)
+    rows = [np.kron(np.eye(m)[i], np.ones(m)) for i in range(m)] + [np.kron(np.ones(m), np.eye(m)[j]) for j in range(m)]
+    return float(linprog(ground.ravel(), A_eq=np.array(rows), b_eq=np.concatenate([p, q]), bounds=(0, None)).fun)
+
+
+@pytest.mark.parametrize("t", [0.1, 0.2, 0.3])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_hierarchical_t_closeness_finds_the_brute_force_optimum(seed: int, t: float) -> None:
+    records = random_table(seed, 30)
+    names = list(SMALL_HIERARCHIES)
+    valid = {}
+    for node in itertools.product(*(range(SMALL_HIERARCHIES[n].height) for n in names)):
+        classes = defaultdict(list)
+        for record in records:
+            classes[tuple(SMALL_HIERARCHIES[n].paths[record[n]][level] for n, level in zip(names, node))].append(record["disease"])
+        if all(tree_emd(members, [r["disease"] for r in records]) <= t + 1e-7 for members in classes.values()):
+            valid[node] = sum(
+                math.log2(Counter(SMALL_HIERARCHIES[n].paths[r[n]][level] for r in records)[SMALL_HIERARCHIES[n].paths[record[n]][level]]
+                          / Counter(r[n] for r in records)[record[n]])
+                for record in records for n, level in zip(names, node)
+            )
+    result = anonymize(records, SMALL_HIERARCHIES, t=t, sensitive=["disease"], sensitive_hierarchies={"disease": DISEASES})
+    assert result.loss == pytest.approx(min(valid.values()), abs=1e-9)
+    assert tuple(result.levels.values()) in valid
+    statistics = release_statistics(load_table(records), result.table, names, ["disease"], {"disease": DISEASES})
+    assert statistics.ground_distance["disease"] == "hierarchical" and statistics.t["disease"] <= t + 1e-9
+
+
+def test_cli_privacy_level_checks_the_release_and_reports_its_own_figures(tmp_path: Path) -> None:
+    rows = random_table(6, 40)
+    data = tmp_path / "data.csv"
+    data.write_text("age;zip;sex;disease\n" + "".join(f"{r['age']};{r['zip']};{r['sex']};{r['disease']}\n" for r in rows))
+    flags = []
+    for name, hierarchy in SMALL_HIERARCHIES.items():
+        path = tmp_path / f"h_{name}.csv"
+        path.write_text("".join(";".join(labels) + "\n" for labels in hierarchy.paths.values()))
+        flags += ["-H", f"{name}={path}"]
+    tree = tmp_path / "h_disease.csv"
+    tree.write_text("".join(";".join(labels) + "\n" for labels in DISEASES.paths.values()))
+    released = tmp_path / "released.csv"
+    runner = CliRunner()
+    made = runner.invoke(app, ["anonymize-table", str(data), *flags, "--t", "0.2", "--sensitive", "disease",
+                                "--sensitive-hierarchy", f"disease={tree}", "-o", str(released)])
+    assert made.exit_code == 0, made.output
+    args = ["privacy-level", str(data), str(released), "--qi", "age,zip,sex", "--sensitive", "disease", *flags, "-H", f"disease={tree}"]
+    shown = runner.invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    assert "release: a generalization of the original" in shown.stdout
+    assert "(hierarchical)" in shown.stdout and "risks: prosecutor highest" in shown.stdout
+    report = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert report["release"]["t"]["disease"] <= 0.2 + 1e-9 and report["generalization"]["violations"] == 0
+    # a release edited by hand: one age moved to another group is refused, and measured with --no-check
+    lines = released.read_text().splitlines()
+    header, first = lines[0].split(","), lines[1].split(",")
+    first[header.index("age")] = "5-9" if first[header.index("age")] == "0-4" else "0-4"
+    edited = tmp_path / "edited.csv"
+    edited.write_text("\n".join([lines[0], ",".join(first), *lines[2:]]) + "\n")
+    refused = runner.invoke(app, [*args[:2], str(edited), *args[3:]])
+    assert isinstance(refused.exception, InputError) and "not a generalization" in str(refused.exception)
+    assert runner.invoke(app, [*args[:2], str(edited), *args[3:], "--no-check"]).exit_code == 0
+    same = runner.invoke(app, [*args, "-o", str(released)])
+    assert isinstance(same.exception, InputError) and "is the input" in str(same.exception)

@@ -4,15 +4,15 @@ Each command is a thin wrapper: it parses options, calls the library function th
 the job, shows progress and reports errors in one convention (docs/cli.md):
 
 * every error is one line on stderr, ``error: <what>, <where>; <how to fix>``;
-* exit status 2 for a command line that does not parse (unknown option, missing
-  argument, a value of the wrong type), 1 for everything found while running.
+* exit status 2 for a command line that does not parse (unknown command or option,
+  missing argument, a value of the wrong type), 1 for everything found while running;
+* summaries and notes go to stderr, data (reports, tables) to stdout or files.
 """
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Iterable, Optional
 
-import click
 import typer
 
 from .. import __version__
@@ -20,10 +20,32 @@ from ..errors import DelinkError
 
 USAGE_ERROR = 2
 RUN_ERROR = 1
+INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
+DOCS = "https://github.com/spacy-delink/spacy-delink/blob/main/docs"
+
+
+def _click_exception(name: str) -> type[Exception]:
+    """The click exception class ``name`` as the installed typer raises it.
+
+    Recent typer releases carry their own copy of click (``typer._click``) while older ones
+    raise ``click``'s classes, so ``import click`` would catch nothing on the former; the
+    public ``typer.BadParameter`` derives from the right ``UsageError`` and
+    ``ClickException`` in both.
+    """
+    return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == name)
+
+
+_UsageError = _click_exception("UsageError")
+_ClickException = _click_exception("ClickException")
 
 app = typer.Typer(
     name="delink",
-    help="Protect de-identified documents against search-based linkage attacks. Rules: docs/linkage-rules.md",
+    help=(
+        "Protect de-identified documents against search-based linkage attacks.\n\n"
+        "\b\n"  # click: keep the next lines as written (no wrapping inside the addresses)
+        f"The rules:    {DOCS}/linkage-rules.md\n"
+        f"The commands: {DOCS}/cli.md"
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -39,31 +61,54 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(
-        None, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Protect de-identified documents against search-based linkage attacks (docs/linkage-rules.md)."""
 
 
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _usage_error(err: Exception, args: list[str], commands: Iterable[str]) -> str:
+    """``error: <what>, in `delink <command>`; see `delink <command> --help```."""
+    ctx = getattr(err, "ctx", None)
+    if ctx is not None and ctx.command_path:
+        where = ctx.command_path
+    else:  # the option parser's own errors carry no context: name the command from the arguments
+        named = next((arg for arg in args if arg in commands), None)
+        where = f"delink {named}" if named else "delink"
+    what = _one_line(err.format_message()).rstrip(".")  # type: ignore[attr-defined]
+    return f"error: {what[:1].lower()}{what[1:]}, in `{where}`; see `{where} --help`"
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console-script entry point: every failure becomes one ``error:`` line and a non-zero status."""
     command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        command.main(args=argv, prog_name="delink", standalone_mode=False)
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.exceptions.Abort:
-        typer.echo("error: interrupted; rerun the command (outputs are written atomically, protect resumes)", err=True)
-        sys.exit(RUN_ERROR)
-    except click.UsageError as err:
-        where = f"delink {err.ctx.command_path.split(' ', 1)[1]}" if err.ctx and " " in err.ctx.command_path else "delink"
-        typer.echo(f"error: {err.format_message()}; see `{where} --help`", err=True)
+        result = command.main(args=args, prog_name="delink", standalone_mode=False)
+    except typer.Abort:  # Ctrl-C, as typer releases without their own click report it
+        result = INTERRUPTED
+    except _UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # `delink` alone: the help, as click shows it
+            typer.echo(err.format_message(), err=True)  # type: ignore[attr-defined]
+        else:
+            typer.echo(_usage_error(err, args, getattr(command, "commands", {})), err=True)
         sys.exit(USAGE_ERROR)
-    except click.ClickException as err:
-        typer.echo(f"error: {err.format_message()}", err=True)
+    except _ClickException as err:
+        typer.echo(f"error: {_one_line(err.format_message())}", err=True)  # type: ignore[attr-defined]
         sys.exit(RUN_ERROR)
     except DelinkError as err:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(f"error: {_one_line(str(err))}", err=True)
         sys.exit(RUN_ERROR)
-    sys.exit(0)
+    except OSError as err:  # a file the command needed: unreadable, unwritable, disk full
+        where = f" ({err.filename})" if err.filename else ""
+        typer.echo(f"error: {err.strerror or err}{where}; check the path, its permissions and the free space", err=True)
+        sys.exit(RUN_ERROR)
+    # standalone_mode=False returns the status of an explicit exit (--version; Ctrl-C as 130) instead of raising it
+    if result == INTERRUPTED:
+        typer.echo("error: interrupted; rerun the command (outputs are written atomically, protect resumes)", err=True)
+    sys.exit(result if isinstance(result, int) else 0)

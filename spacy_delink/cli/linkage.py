@@ -1,43 +1,113 @@
 """`delink index`, `delink assess`: building the index and running the attack."""
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
 from .app import app
 
+STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
+WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
+SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared (docs/scale.md)."
+
+
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show warnings as they come, one ``warning: ...`` line each on stderr (the CLI convention)."""
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        typer.echo(f"warning: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield
+
 
 @app.command("index")
 def index_command(
-    corpus: list[Path] = typer.Argument(..., help="JSONL/JSONL.gz files, folders of .txt files, or .spacy DocBins."),
+    corpus: list[Path] = typer.Argument(
+        ..., metavar="CORPUS", help="JSONL/JSONL.gz files, folders of .txt files, or .spacy DocBins (ids: docs/index.md)."
+    ),
     output: Path = typer.Option(..., "--output", "-o", help="Index directory to create."),
-    max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (SPEC §3)."),
+    max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (docs/linkage-rules.md)."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL field holding the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL field holding the document id."),
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger corpora spill to disk."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="Where to write the secret key [default: <output>.key or $DELINK_KEY_FILE]."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid JSON lines instead of stopping."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing index at --output."),
+    key_file: Optional[Path] = typer.Option(
+        None, "--key-file", help="Key file the secret is added to (other keys in it are kept) [default: <output>.key or $DELINK_KEY_FILE]."
+    ),
+    doc_ids: str = typer.Option(
+        "keyed", "--doc-ids", help="keyed: the index holds keyed digests of the ids, the mapping goes to --ids-file; external: no mapping is written."
+    ),
+    ids_file: Optional[Path] = typer.Option(
+        None, "--ids-file", help="Where the id mapping goes; keep it private like the key [default: <output>.ids.json]."
+    ),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines instead of stopping."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing index at --output (with its key and id mapping, in one step)."),
+    strict_key_permissions: bool = typer.Option(False, "--strict-key-permissions", help=STRICT_HELP),
+    embeddings: bool = typer.Option(
+        False, "--embeddings", help="Also embed the corpus into <output>.embeddings for semantic linkage (docs/evaluate.md)."
+    ),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Number of hash-range shards, a power of two [default: from the corpus size and --memory-mb] (docs/scale.md)."),
+    work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Scratch space of the build [default: beside --output]; with --scheduler, shared storage every worker sees."),
 ) -> None:
-    """Build a keyed-hash N-gram index over the original collection."""
-    from ..corpus import CorpusStats, read_documents
-    from ..linkage.index import IndexBuilder
+    """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
+    from ..io import refuse_same_file
+    from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.tokenize import LinkageRules
 
-    stats = CorpusStats()
-    documents = read_documents(corpus, text_field, id_field, skip_invalid, stats)
-    summary = IndexBuilder(LinkageRules(max_n=max_n), memory_mb=memory_mb).build(
-        documents, output, key_file=key_file, overwrite=overwrite
-    )
+    refuse_same_file(corpus, output, "--output")
+    refuse_same_file(corpus, resolve_key_path(output, key_file), "--key-file")
+    if ids_file is not None:
+        refuse_same_file(corpus, ids_file, "--ids-file")
+    if embeddings:
+        from ..errors import DelinkError
+        from ..semantic import embeddings_unavailable
+
+        if embeddings_unavailable():
+            raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
+    documents = CorpusFiles(tuple(str(path.resolve()) for path in corpus), text_field, id_field, skip_invalid)
+    with _warnings_as_lines():
+        builder = IndexBuilder(
+            LinkageRules(max_n=max_n),
+            memory_mb=memory_mb,
+            workers=workers,
+            dask=workers is not None,
+            scheduler=scheduler,
+            shards=shards,
+            work_dir=work_dir,
+        )
+        summary = builder.build(
+            documents,
+            output,
+            key_file=key_file,
+            overwrite=overwrite,
+            doc_ids=doc_ids,
+            ids_file=ids_file,
+            strict_key_permissions=strict_key_permissions or None,
+        )
+    for note in summary.notes:
+        typer.echo(f"note: {note}", err=True)
     typer.echo(
         f"indexed {summary.documents:,} documents ({summary.empty_documents:,} empty), {summary.tokens:,} tokens, "
         f"{summary.ngrams:,} distinct n-grams stored, {summary.bytes_on_disk:,} bytes "
-        f"({summary.bytes_on_disk / max(summary.tokens, 1):.1f} per token) in {summary.seconds:.1f} s → {output}"
+        f"({summary.bytes_on_disk / max(summary.tokens, 1):.1f} per token) in {summary.seconds:.1f} s → {output}",
+        err=True,
     )
-    if stats.skipped_lines:
-        typer.echo(f"skipped {len(stats.skipped_lines)} invalid line(s): {', '.join(stats.skipped_lines[:5])}", err=True)
+    if summary.skipped_lines:
+        typer.echo(f"skipped {len(summary.skipped_lines)} invalid line(s): {', '.join(summary.skipped_lines[:5])}", err=True)
+    if embeddings:
+        from ..semantic.index import embed_corpus
+
+        built = embed_corpus(output, corpus, key_file, text_field, id_field, skip_invalid)
+        typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
 
 
 @app.command("assess")
@@ -50,28 +120,36 @@ def assess_command(
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document (scores stay exact)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid JSON lines."),
-    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the index checksums on open."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
+    verify: bool = typer.Option(
+        True, "--verify/--no-verify", help="Check every array's checksum on open (the manifest's MAC and sizes are always checked)."
+    ),
+    strict_key_permissions: bool = typer.Option(False, "--strict-key-permissions", help=STRICT_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
-    from ..evaluate.assess import assess_file
-    from ..linkage.ngrams import check_k
+    from ..evaluate.assess import assess_file, check_assess_outputs
     from ..linkage.index import CorpusIndex
+    from ..linkage.index.distributed import DaskRunner
+    from ..linkage.ngrams import check_k
 
     check_k(k)
-    summary = assess_file(
-        CorpusIndex(index, key_file=key_file, verify=verify),
-        input_path,
-        output,
-        k,
-        arity,
-        html,
-        skip_invalid,
-        max_combinations=max_combinations,
-    )
+    check_assess_outputs(input_path, output, html)
+    with _warnings_as_lines():
+        corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
+        runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
+        try:
+            summary = assess_file(
+                corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner
+            )
+        finally:
+            if runner is not None:
+                runner.close()
     typer.echo(
         f"assessed {summary.documents:,} documents: {summary.linkable_documents:,} linkable at k={k} "
-        f"in {summary.seconds:.1f} s → {output}"
+        f"in {summary.seconds:.1f} s → {output}",
+        err=True,
     )
     if summary.skipped_lines:
         typer.echo(f"skipped {len(summary.skipped_lines)} invalid line(s): {', '.join(summary.skipped_lines[:5])}", err=True)

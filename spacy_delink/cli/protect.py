@@ -20,20 +20,36 @@ def protect_command(
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     batch_size: int = typer.Option(16, "--batch-size", help="Documents whose LLM requests are sent together."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines instead of stopping."),
+    require_llm: bool = typer.Option(
+        False, "--require-llm", help="Fail (status 1) when the LLM gives no answer, e.g. its endpoint is down, instead of masking."
+    ),
+    flagging: Optional[str] = typer.Option(
+        None, "--flagging",
+        help="What to rewrite: shortest (the paper's rule), min_cover (fewest tokens changed) or optimal (exact, small documents) [default: min_cover, or the config's]. See docs/flagging.md.",
+    ),
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..rewrite.protect import load_rewriter, protect_file
 
-    rewriter = load_rewriter(index, k, arity, config, key_file)
+    rewriter = load_rewriter(index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging)
     summary = protect_file(rewriter, input_path, output, batch_size=batch_size, skip_invalid=skip_invalid)
-    failures = ", ".join(f"{name} {count}" for name, count in sorted(summary.failures.items())) or "none"
+
+    def counts(counter: dict[str, int], prefix: str) -> str:
+        return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"
+
     typer.echo(
         f"{summary.documents:,} documents protected ({summary.already_done:,} already done): "
         f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
-        f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; failures: {failures}; "
-        f"{summary.seconds:.1f} s -> {output}"
+        f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "
+        f"failed calls: {counts(summary.failures, 'failed_')}; rejected rewrites: {counts(summary.rejected, 'rejected_')}; "
+        f"{summary.seconds:.1f} s -> {output}",
+        err=True,
     )
     notes = [
+        (
+            f"the LLM endpoint was down (circuit breaker): {summary.endpoint_down:,} prompt(s) not sent, their spans "
+            "were masked; pass --require-llm to make this an error"
+        ) if summary.endpoint_down else "",
         "repaired a half-written last line" if summary.repaired_last_line else "",
         f"{len(summary.skipped_lines):,} invalid line(s) skipped" if summary.skipped_lines else "",
     ]

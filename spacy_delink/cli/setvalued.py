@@ -12,10 +12,18 @@ from .app import app
 @app.command("setanon")
 def setanon_command(
     input_path: Path = typer.Argument(..., metavar="INPUT", help='JSONL lines {"id", "items"|"queries"|"text"}, or a .dat transaction file.'),
-    output: Path = typer.Option(..., "--output", "-o", help="Release to write: JSONL {id, [thread], items}, or .dat lines."),
+    output: Path = typer.Option(..., "--output", "-o", help="Release to write: JSONL {id, items} ({items} with --threads), or .dat lines."),
     k: int = typer.Option(..., "--k", help="Every published set is shared by at least k records (k >= 2)."),
-    method: str = typer.Option("cluster", "--method", help="cluster (local search) or suppress (the suppression route)."),
-    threads: bool = typer.Option(False, "--threads", help="Split each user's queries into topic threads and anonymize threads."),
+    method: str = typer.Option(
+        "cluster", "--method",
+        help="cluster (local search), suppress (the suppression route) or km (k^m-anonymity by deletions).",
+    ),
+    deletions_only: bool = typer.Option(False, "--deletions-only", help="Publish each group's intersection: delete items, never add one."),
+    m: int = typer.Option(2, "--m", help="With --method km: the most items an adversary knows (1 to 3)."),
+    threads: bool = typer.Option(
+        False, "--threads",
+        help="Split each user's queries into topic threads and publish the threads unlinked (no id, sorted).",
+    ),
     model: Optional[str] = typer.Option(None, "--model", help="Installed spaCy pipeline for term normalization [default: blank English]."),
     keep_stop_words: bool = typer.Option(False, "--keep-stop-words", help="Keep stop words as items."),
     keep_punctuation: bool = typer.Option(False, "--keep-punctuation", help="Keep punctuation as items."),
@@ -25,14 +33,16 @@ def setanon_command(
     extend: Optional[Path] = typer.Option(None, "--extend", help="Earlier release to add INPUT's records to, unchanged."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid JSON lines."),
 ) -> None:
-    """k-anonymity for set-valued records (query logs, baskets, keyword sets) with few item changes."""
+    """k-anonymity (or k^m-anonymity) for set-valued records (query logs, baskets, keyword sets) with few item changes."""
     from ..setvalued.command import setanon_file
 
     summary = setanon_file(
         input_path,
         output,
         k,
-        method=method,  # type: ignore[arg-type]
+        method=method,
+        deletions_only=deletions_only,
+        m=m,
         threads=threads,
         model=model,
         keep_stop_words=keep_stop_words,
@@ -48,7 +58,8 @@ def setanon_command(
     typer.echo(
         f"{load.records:,} records -> {summary.distinct_published:,} distinct published sets "
         f"({summary.groups:,} groups), {summary.additions:,} additions + {summary.deletions:,} deletions "
-        f"({(summary.additions + summary.deletions) / records:.3f} per record), k={k} verified, "
+        f"({(summary.additions + summary.deletions) / records:.3f} per record), "
+        f"{f'k^m with k={k}, m={m}' if method == 'km' else f'k={k}'} verified, "
         f"in {summary.seconds:.1f} s -> {output}",
         err=True,
     )

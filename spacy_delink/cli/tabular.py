@@ -9,6 +9,21 @@ import typer
 from .app import app
 
 
+def parse_hierarchies(specs: list[str], option: str = "--hierarchy") -> dict[str, Path]:
+    """COLUMN=PATH options as a mapping, refusing a malformed or repeated one."""
+    from ..errors import InputError
+
+    hierarchies: dict[str, Path] = {}
+    for spec in specs:
+        column, separator, path = spec.partition("=")
+        if not separator or not column or not path:
+            raise InputError(f"{option} {spec!r}: expected COLUMN=PATH, e.g. age=hierarchy_age.csv")
+        if column in hierarchies:
+            raise InputError(f"{option}: column {column!r} is given twice; give one hierarchy per column")
+        hierarchies[column] = Path(path)
+    return hierarchies
+
+
 @app.command("privacy-level")
 def privacy_level_command(
     original: Path = typer.Argument(..., metavar="ORIGINAL.csv", help="The table before anonymization."),
@@ -18,15 +33,25 @@ def privacy_level_command(
     local: bool = typer.Option(False, "--local", help="Also the local PL of each QI given the other QIs."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON instead of a table."),
     id_column: Optional[str] = typer.Option(None, "--id-column", help="Pair rows by this column instead of by position."),
+    hierarchy: list[str] = typer.Option(
+        [], "--hierarchy", "-H",
+        help="COLUMN=PATH of an ARX hierarchy CSV: exact generalization check, hierarchical EMD for a sensitive column.",
+    ),
+    no_check: bool = typer.Option(False, "--no-check", help="Measure even a release that is not a generalization of the original."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the JSON report to this file."),
 ) -> None:
-    """Privacy level PL = DR x IR of an anonymized table (Zang & Zhu 2024); 0 is best protection."""
+    """Privacy level PL = DR x IR of an anonymized table (Zang & Zhu 2024; 0 is best), and the release's k, l, t and risks."""
     import json
 
-    from ..io import atomic_write
+    from ..io import atomic_write, refuse_same_file
     from ..tabular import privacy_level
 
-    report = privacy_level(original, anonymized, qi, sensitive, id_column=id_column, local=local)
+    hierarchies = parse_hierarchies(hierarchy)
+    if output is not None:
+        refuse_same_file([original, anonymized, *hierarchies.values()], output)
+    report = privacy_level(
+        original, anonymized, qi, sensitive, id_column=id_column, local=local, hierarchies=hierarchies, check=not no_check
+    )
     document = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
     if output is not None:
         with atomic_write(output) as handle:
@@ -47,6 +72,25 @@ def privacy_level_command(
         f"entropy change EC = {report.entropy_change:.4f} "
         f"(QI entropy {report.entropy_qi_original:.3f} -> {report.entropy_qi_anonymized:.3f} bits)"
     )
+    release, checked = report.release, report.generalization
+    if checked is not None:
+        verdict = "a generalization of the original" if checked.ok else f"NOT a generalization ({checked.violations} cells)"
+        typer.echo(f"release: {verdict}; {checked.suppressed:,} of {checked.cells:,} cells suppressed")
+    if release is not None:
+        risks = release.risks
+        ls = ", ".join(f"{name} {value}" for name, value in release.l.items())
+        ts = ", ".join(
+            f"{name} {'n/a' if value is None else f'{value:.4f}'} ({release.ground_distance[name]})"
+            for name, value in release.t.items()
+        )
+        typer.echo(f"release: k = {release.k} ({release.classes:,} classes); l: {ls}; t: {ts}")
+        journalist = "n/a" if risks.journalist_highest is None else f"{risks.journalist_highest:.4f}"
+        marketer = "n/a" if risks.marketer is None else f"{risks.marketer:.4f}"
+        typer.echo(
+            f"risks: prosecutor highest {risks.prosecutor_highest:.4f} "
+            f"({risks.prosecutor_records_at_highest:.1%} of records), average {risks.prosecutor_average:.4f}; "
+            f"journalist highest {journalist}; marketer {marketer}"
+        )
 
 
 @app.command("anonymize-table")
@@ -59,18 +103,18 @@ def anonymize_table_command(
     t: Optional[float] = typer.Option(None, "--t", help="t-closeness (EMD) of every sensitive column."),
     sensitive: str = typer.Option("", "--sensitive", help="Comma-separated sensitive columns (needed for --l and --t)."),
     suppression_limit: float = typer.Option(0.0, "--suppression-limit", help="Largest share of records that may be suppressed."),
+    sensitive_hierarchy: list[str] = typer.Option(
+        [], "--sensitive-hierarchy", help="COLUMN=PATH of a sensitive column's hierarchy: t-closeness uses the tree distance.",
+    ),
 ) -> None:
     """Optimal full-domain generalization (least non-uniform entropy) under k, l and t."""
-    from ..errors import InputError
+    from ..io import refuse_same_file
     from ..tabular import write_csv
     from ..tabular.anonymize import anonymize
 
-    hierarchies: dict[str, str] = {}
-    for spec in hierarchy:
-        column, separator, path = spec.partition("=")
-        if not separator or not column or not path:
-            raise InputError(f"--hierarchy {spec!r}: expected COLUMN=PATH, e.g. age=hierarchy_age.csv")
-        hierarchies[column] = path
+    hierarchies = parse_hierarchies(hierarchy)
+    sensitive_trees = parse_hierarchies(sensitive_hierarchy, "--sensitive-hierarchy")
+    refuse_same_file([data, *hierarchies.values(), *sensitive_trees.values()], output)
     result = anonymize(
         data,
         hierarchies,
@@ -80,6 +124,7 @@ def anonymize_table_command(
         sensitive=[name.strip() for name in sensitive.split(",") if name.strip()],
         suppression_limit=suppression_limit,
         progress=True,
+        sensitive_hierarchies=sensitive_trees,
     )
     write_csv(result.table, output)
     levels = ", ".join(f"{name}={level}" for name, level in result.levels.items())

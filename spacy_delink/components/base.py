@@ -1,32 +1,47 @@
-"""What every index-backed spaCy component shares: lazy index opening and serialization.
+"""What every index-backed spaCy component shares: lazy index opening, serialization, scoring.
 
 The index is opened on first use (or in ``initialize``), never at construction, so
 ``spacy.load`` stays cheap and forked ``n_process`` workers map it themselves. Components
 naming the same index and key share one open :class:`CorpusIndex` per process.
 
-Serialization (``nlp.to_disk``): by default the pipeline *references* the index by its
-absolute path; with ``copy_index=True`` the index directory is copied into the
-component's folder so the pipeline travels with it. The secret key is never copied: its
-absolute path is recorded, and ``$DELINK_KEY_FILE`` overrides it when loading elsewhere.
+Settings live in the config only (``index``, ``k``, ``key_file``, ``copy_index``, ...):
+``nlp.to_disk`` writes ``config.cfg`` and each component writes *data* only, which is
+nothing unless ``copy_index = true``: then the index directory is copied into the
+component's folder and ``from_disk`` reads that copy, so the pipeline travels with it.
+``to_bytes`` carries no data; a component with ``copy_index = true`` refuses it, because
+an index is a directory of memory-mapped arrays that bytes cannot stand in for. The
+secret key is never serialized: ``key_file`` (a setting) names it, else ``$DELINK_KEY_FILE``,
+else ``<index>.key`` beside the configured index; on load ``$DELINK_KEY_FILE`` takes
+precedence, for a pipeline moved to a machine where the key lives elsewhere.
 """
 from __future__ import annotations
 
 import os
+import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
-import srsly
 from spacy.language import Language
 from spacy.tokens import Doc
+from spacy.util import from_bytes as read_bytes
+from spacy.util import from_disk as read_parts
+from spacy.util import to_bytes as write_bytes
+from spacy.util import to_disk as write_parts
 
-from ..linkage.ngrams import check_k
 from ..errors import InputError
-from .extensions import register_extensions
 from ..linkage.index import CorpusIndex, open_index
-from ..linkage.index.hashing import KEY_ENV
+from ..linkage.index.keys import KEY_ENV, resolve_key_path
+from ..linkage.ngrams import check_k
+from .extensions import register_extensions
 
+if TYPE_CHECKING:
+    from spacy.training import Example
+
+#: The component folder's only data: the copied index (``copy_index = true``).
 COPIED_INDEX_DIR = "index"
+#: What a ``scorer`` setting resolves to (``Examples -> scores``), as in spaCy's own pipes.
+ScoreFunction = Callable[..., dict[str, Any]]
 
 
 class IndexedComponent(ABC):
@@ -41,15 +56,23 @@ class IndexedComponent(ABC):
         key_file: str | None,
         verify: bool,
         copy_index: bool,
+        scorer: Optional[ScoreFunction] = None,
     ) -> None:
         register_extensions()
         self.name = name
-        self.index_path = index
+        self.configured_index = index
+        self.index_path = index  # what is opened: the configured index, or the pipeline's copy
         self.k = check_k(k)
         self.key_file = key_file
         self.verify = verify
         self.copy_index = copy_index
+        self.scorer = scorer
         self._index: CorpusIndex | None = None
+
+    @property
+    def key_path(self) -> Path:
+        """``key_file``, else ``$DELINK_KEY_FILE``, else beside the configured index (a copy has no key)."""
+        return resolve_key_path(self.configured_index or self.index_path, self.key_file)
 
     @property
     def index(self) -> CorpusIndex:
@@ -59,7 +82,13 @@ class IndexedComponent(ABC):
                     f"component {self.name!r} has no index; pass config={{'index': 'path/to/index'}} "
                     "(build one with `delink index`)"
                 )
-            self._index = open_index(self.index_path, self.key_file, self.verify)
+            if not Path(self.index_path).is_dir():
+                raise InputError(
+                    f"component {self.name!r}: index {self.index_path} not found (a relative path is read from "
+                    f"the working directory, {Path.cwd()}); set components.{self.name}.index in the config "
+                    "or save the pipeline with copy_index = true"
+                )
+            self._index = open_index(self.index_path, self.key_path, self.verify)
         return self._index
 
     def initialize(self, get_examples: Callable[[], Iterable[Any]] | None = None, *, nlp: Language | None = None) -> None:
@@ -74,40 +103,74 @@ class IndexedComponent(ABC):
         for doc in stream:
             yield self(doc)
 
+    def score(self, examples: Iterable["Example"], **kwargs: Any) -> dict[str, Any]:
+        """``nlp.evaluate`` calls this; the ``scorer`` setting decides what is reported."""
+        return self.scorer(examples, **kwargs) if self.scorer is not None else {}
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_index"] = None  # memory maps do not pickle; workers reopen lazily
         return state
 
-    def _settings(self) -> dict[str, Any]:
-        """Component-specific settings to serialize besides the index reference."""
-        return {"k": self.k}
+    # -- serialization: data only ----------------------------------------------------------
 
-    def _load_settings(self, settings: dict[str, Any]) -> None:
-        self.k = check_k(settings["k"])
+    def _copy_index(self, target: Path) -> None:
+        """Copy the index into ``target`` via a sibling temporary folder (never over its own source)."""
+        source = self.index.path.resolve()
+        if target.resolve() == source:
+            return
+        staging = target.with_name(target.name + ".tmp")
+        self.index.copy_to(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+
+    def _use_copy(self, copied: Path) -> None:
+        if not copied.is_dir():
+            raise InputError(
+                f"{copied.parent}: copy_index = true but the pipeline holds no copied index ({copied}); save it "
+                f"again with copy_index = true, or set components.{self.name}.copy_index = false to use the "
+                "configured index"
+            )
+        self.index_path = str(copied)
+
+    def _loaded(self) -> None:
+        """After loading: reopen lazily; ``$DELINK_KEY_FILE`` wins over the configured key path."""
+        self._index = None
+        self.key_file = os.environ.get(KEY_ENV) or self.key_file
 
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> None:
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        index = self.index
-        config = {
-            "index": None if self.copy_index else str(index.path.resolve()),
-            "copied": self.copy_index,
-            "key_file": str(index.key_path.resolve()),
-            "verify": self.verify,
-            **self._settings(),
-        }
+        """Write data only (settings are in ``config.cfg``): the index copy with ``copy_index``."""
+        serializers: dict[str, Callable[[Path], None]] = {}
         if self.copy_index:
-            index.copy_to(path / COPIED_INDEX_DIR)
-        srsly.write_json(path / "cfg.json", config)
+            if not self.index_path:
+                raise InputError(
+                    f"component {self.name!r}: copy_index = true but no index is configured; set "
+                    f"components.{self.name}.index or copy_index = false"
+                )
+            serializers[COPIED_INDEX_DIR] = self._copy_index
+        write_parts(path, serializers, exclude)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> "IndexedComponent":
-        path = Path(path)
-        config = srsly.read_json(path / "cfg.json")
-        self.index_path = str(path / COPIED_INDEX_DIR) if config["copied"] else config["index"]
-        self.key_file = os.environ.get(KEY_ENV) or config["key_file"]
-        self.verify = config["verify"]
-        self.copy_index = config["copied"]
-        self._load_settings(config)
-        self._index = None
+        """Read the index copy when the config says ``copy_index``; everything else comes from the config."""
+        self.index_path = self.configured_index
+        readers: dict[str, Callable[[Path], None]] = {COPIED_INDEX_DIR: self._use_copy} if self.copy_index else {}
+        read_parts(path, readers, exclude)
+        self._loaded()
+        return self
+
+    def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
+        """No data (the config holds the index reference); refused with ``copy_index``."""
+        if self.copy_index:
+            raise InputError(
+                f"component {self.name!r}: copy_index = true needs nlp.to_disk (an index is a folder of "
+                "memory-mapped arrays, not bytes); use to_disk, or set copy_index = false to serialize "
+                "the index reference only"
+            )
+        return write_bytes({}, exclude)
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = ()) -> "IndexedComponent":
+        read_bytes(bytes_data, {}, exclude)
+        self.index_path = self.configured_index
+        self._loaded()
         return self

@@ -1,14 +1,16 @@
 """The ``delink_combinations`` component: SPEC §5 combinations and what to rephrase, on Docs."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
-from .base import IndexedComponent
+from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
+from .base import IndexedComponent, ScoreFunction
+from .extensions import SCORE_WEIGHTS, record_anonymity
 
 COMBO_LABEL = "COMBO"
 REPHRASE_LABEL = "REPHRASE"
@@ -30,13 +32,16 @@ class CombinationDetector(IndexedComponent):
         key_file: str | None,
         verify: bool,
         copy_index: bool,
+        scorer: Optional[ScoreFunction] = None,
+        flagging: str = DEFAULT_STRATEGY,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
         self.arity = check_arity(arity)
         self.max_combinations = check_max_combinations(max_combinations)
+        self.flagging = check_strategy(flagging)  # what ``to_rephrase`` holds (docs/flagging.md)
 
     def __call__(self, doc: Doc) -> Doc:
-        detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations)
+        detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations, self.flagging)
         result = detection.combinations
         assert result is not None  # arity >= 2
         member_spans: dict[int, Span] = {}
@@ -65,21 +70,22 @@ class CombinationDetector(IndexedComponent):
             for o in detection.to_rephrase()
             if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
         ]
-        doc._.delink_anonymity = detection.anonymity
-        doc._.delink_risk = detection.linkage_risk
+        record_anonymity(doc, self.name, detection.anonymity)
         return doc
-
-    def _settings(self) -> dict[str, object]:
-        return {"k": self.k, "arity": self.arity, "max_combinations": self.max_combinations}
-
-    def _load_settings(self, settings: dict[str, object]) -> None:
-        super()._load_settings(settings)
-        self.arity = check_arity(int(settings["arity"]))  # type: ignore[call-overload]
-        self.max_combinations = check_max_combinations(int(settings["max_combinations"]))  # type: ignore[call-overload]
 
 
 @Language.factory(
     "delink_combinations",
+    assigns=[
+        "doc.spans",
+        "doc._.delink_anonymity",
+        "doc._.delink_risk",
+        "doc._.delink_combinations",
+        "doc._.delink_combination_linkable",
+        "span._.delink_support",
+        "span._.delink_combinations",
+    ],
+    default_score_weights=SCORE_WEIGHTS,
     default_config={
         "index": "",
         "k": 2,
@@ -88,6 +94,8 @@ class CombinationDetector(IndexedComponent):
         "key_file": None,
         "verify": True,
         "copy_index": False,
+        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
+        "flagging": DEFAULT_STRATEGY,
     },
 )
 def make_combination_detector(
@@ -100,6 +108,10 @@ def make_combination_detector(
     key_file: str | None,
     verify: bool,
     copy_index: bool,
+    scorer: Optional[ScoreFunction],
+    flagging: str,
 ) -> CombinationDetector:
     """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
-    return CombinationDetector(nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index)
+    return CombinationDetector(
+        nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index, scorer, flagging=flagging
+    )

@@ -7,16 +7,32 @@ someone else is never overwritten (``force=True``) but refused with a clear erro
 Values are plain (no getters over live objects) so they survive ``Doc.to_bytes``,
 ``DocBin`` and ``nlp.pipe(..., n_process=2)``. Token risks are stored as one list in
 ``doc.user_data`` and read through a getter, which is cheaper than a value per token.
+
+The Doc scores combine what every component found: each records its own exact
+anonymity under its own name in ``doc.user_data[FINDINGS_KEY]`` and ``doc._.delink_anonymity``
+is the smallest of them, so the scores never depend on the order of the pipes and are
+never less severe than what any one component found.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from spacy.tokens import Doc, Span, Token
+from spacy.util import registry
 
 from ..errors import DelinkError
+from ..linkage.scores import risk_from_anonymity
+
+if TYPE_CHECKING:
+    from spacy.training import Example
 
 TOKEN_RISK_KEY = "delink.token_risk"
+#: ``{component name: its exact anonymity (or None)}`` for the current text.
+FINDINGS_KEY = "delink.anonymity_by_component"
+#: ``user_data`` keys of delink's own values start with this; they describe one text.
+DATA_PREFIX = "delink."
+#: spaCy keeps extension values in ``user_data`` under ``(EXTENSION_MARK, name, start, end)``.
+EXTENSION_MARK = "._."
 _registered = False
 
 Owner = Union[type[Doc], type[Span], type[Token]]
@@ -77,3 +93,74 @@ def set_token_risks(doc: Doc, spans: list[Span]) -> None:
             if risk > risks[i]:
                 risks[i] = risk
     doc.user_data[TOKEN_RISK_KEY] = risks
+
+
+def record_anonymity(doc: Doc, component: str, anonymity: int | None) -> None:
+    """Record one component's exact anonymity and set the Doc scores to the most severe record.
+
+    Every record is exact under its component's (k, arity), and the combinations result
+    already includes arity 1, so the smallest support any component found is a search
+    the adversary can run: ``doc._.delink_anonymity`` is that minimum, in any pipe order.
+    A component that runs again (same name) replaces its own record.
+    """
+    findings = dict(doc.user_data.get(FINDINGS_KEY) or {})
+    findings[component] = anonymity
+    doc.user_data[FINDINGS_KEY] = findings
+    found = [value for value in findings.values() if value is not None]
+    doc._.delink_anonymity = min(found) if found else None
+    doc._.delink_risk = risk_from_anonymity(doc._.delink_anonymity)
+
+
+def carry_over(source: Doc, target: Doc) -> None:
+    """Give ``target`` (a Doc on a new text) what ``source`` held that does not depend on the old text.
+
+    Kept as given: the ``nlp.pipe(..., as_tuples=True)`` context, ``doc.cats`` and every
+    ``user_data`` entry, including Doc-level extension values of other packages. Dropped:
+    Span- and Token-level extension values (spaCy keys them by character offsets of the
+    old text) and delink's own values (``delink.*`` keys, ``._.delink_*`` attributes),
+    which describe the old text. Tokens, their attributes, ``doc.ents``, ``doc.spans`` and
+    ``doc.tensor`` cannot survive a new text: pipes placed after the rewriter annotate it.
+    """
+    target._context = source._context
+    target.cats = dict(source.cats)
+    for key, value in source.user_data.items():
+        if isinstance(key, tuple) and len(key) == 4 and key[0] == EXTENSION_MARK:
+            if key[2] is not None or str(key[1]).startswith("delink_"):
+                continue
+        elif isinstance(key, str) and key.startswith(DATA_PREFIX):
+            continue
+        target.user_data[key] = value
+
+
+def linkage_score(examples: Iterable["Example"], **_: Any) -> dict[str, float | None]:
+    """Shares over the predicted Docs; linkage has no gold standard, so references are not read.
+
+    ``delink_linkable_share``: Docs with a linkable phrase or combination (anonymity set);
+    ``delink_mean_risk``: mean ``doc._.delink_risk``; ``delink_protected_share``: Docs a
+    rewriter checked and found protected (None when no Doc went through a rewriter).
+    """
+    docs = [example.predicted for example in examples]
+    if not docs:
+        return {"delink_linkable_share": None, "delink_mean_risk": None, "delink_protected_share": None}
+    protected = [doc._.delink_protected for doc in docs]
+    return {
+        "delink_linkable_share": sum(doc._.delink_anonymity is not None for doc in docs) / len(docs),
+        "delink_mean_risk": sum(float(doc._.delink_risk) for doc in docs) / len(docs),
+        "delink_protected_share": (
+            None if all(value is None for value in protected) else sum(value is True for value in protected) / len(docs)
+        ),
+    }
+
+
+@registry.scorers("spacy_delink.linkage_scorer.v1")
+def make_linkage_scorer() -> Callable[..., dict[str, float | None]]:
+    """The scorer of every delink component (``scorer = {"@scorers": "spacy_delink.linkage_scorer.v1"}``)."""
+    return linkage_score
+
+
+#: The scores ``linkage_score`` reports, shown (not weighted) in training logs.
+SCORE_WEIGHTS: dict[str, float | None] = {
+    "delink_linkable_share": None,
+    "delink_mean_risk": None,
+    "delink_protected_share": None,
+}

@@ -16,13 +16,15 @@ from spacy_llm.ty import validate_type_consistency
 
 from ..errors import InputError
 from ..linkage.attack import Detection, detect
+from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
 from ..linkage.combinations import check_arity
 from ..llm.cache import AnsweredCache
 from ..llm.models.mask import MaskModel
 from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
-from .base import IndexedComponent
+from .base import IndexedComponent, ScoreFunction
+from .extensions import SCORE_WEIGHTS, carry_over, record_anonymity
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
 FACTORY = "delink_rewriter"
@@ -49,30 +51,36 @@ class DelinkRewriter(IndexedComponent):
         model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
         cache_dir: Optional[str],
         cache_batch_size: int,
+        require_llm: bool = False,
+        keep_source: bool = False,
+        scorer: Optional[ScoreFunction] = None,
+        flagging: str = DEFAULT_STRATEGY,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
+        self.keep_source = keep_source
+        self.flagging = check_strategy(flagging)
         self._llm: Optional[LLMWrapper] = None
         validate_type_consistency(task, model)
         self.task = task
         self.model = model
-        self._load_settings(
-            {"k": k, "arity": arity, "max_passes": max_passes, "granularity": granularity, "mask": mask,
+        self._configure(
+            {"arity": arity, "max_passes": max_passes, "granularity": granularity, "mask": mask,
              "cache_dir": cache_dir, "cache_batch_size": cache_batch_size}
         )
+        if require_llm and not self.uses_llm:
+            raise InputError(
+                "require_llm needs an LLM: set model to spacy_delink.OpenAICompatible.v1 (e.g. `--config openai`) "
+                "and max_passes >= 1; the Mask model rewrites nothing"
+            )
+        self.require_llm = require_llm
         self.vocab = nlp.vocab
         self.tokenizer = nlp.tokenizer
         self.stats: Counter[str] = Counter()
 
     # -- settings -------------------------------------------------------------------------
 
-    def _settings(self) -> dict[str, Any]:
-        return {
-            "k": self.k, "arity": self.arity, "max_passes": self.max_passes, "granularity": self.granularity,
-            "mask": self.mask, "cache_dir": self.cache_dir, "cache_batch_size": self.cache_batch_size,
-        }
-
-    def _load_settings(self, settings: dict[str, Any]) -> None:
-        super()._load_settings(settings)
+    def _configure(self, settings: dict[str, Any]) -> None:
+        """Validate and apply the settings, once: they live in the config only."""
         arity, max_passes, granularity = settings["arity"], settings["max_passes"], settings["granularity"]
         self.arity = check_arity(arity, allow_single=True)
         if not isinstance(max_passes, int) or max_passes < 0:
@@ -113,7 +121,7 @@ class DelinkRewriter(IndexedComponent):
             self._mask_checked = True
 
     def _detect(self, text: str) -> Detection:
-        return detect(self.index, text, self.k, self.arity)
+        return detect(self.index, text, self.k, self.arity, flagging=self.flagging)
 
     def cache_path(self) -> Optional[Path]:
         """Where spacy-llm caches answers: ``auto`` = one folder per prompt template and model."""
@@ -150,27 +158,49 @@ class DelinkRewriter(IndexedComponent):
             mask=self.mask,
             granularity=self.granularity,
             stats=self.stats,
+            require_llm=self.require_llm,
+            failures=self.failures,
         )
         return loop.run(texts)
 
-    def _to_doc(self, result: RewriteResult) -> Doc:
+    def _protected_here(self, result: RewriteResult) -> bool:
+        """SPEC §7 passed on exactly ``result.text`` under this component's (k, arity) and index (``_detect``)."""
+        detection = result.detection
+        arity = detection.combinations.arity if detection.combinations is not None else 1
+        return detection.text == result.text and detection.k == self.k and arity == self.arity and detection.protected
+
+    def _to_doc(self, source: Doc, result: RewriteResult) -> Doc:
+        """A new Doc on the rewritten text, keeping what ``extensions.carry_over`` says of ``source``.
+
+        The input text travels (``doc._.delink_source``, each edit's ``original``) only with
+        ``keep_source``: it holds the very phrases that made it linkable, so a Doc or DocBin
+        that kept it would not be protected at all.
+        """
         doc = self.tokenizer(result.text)
-        doc._.delink_source = result.source
+        if doc.text != result.text:
+            raise InputError(
+                f"{self.name}: the pipeline's tokenizer changed the text it was given, and the rewriter vouches only "
+                "for the exact text it checked; use a tokenizer whose Doc.text equals its input"
+            )
+        carry_over(source, doc)
+        doc._.delink_source = result.source if self.keep_source else None
+        doc._.delink_edits = (
+            result.edits if self.keep_source else [{k: v for k, v in e.items() if k != "original"} for e in result.edits]
+        )
         doc._.delink_passes = result.passes
-        doc._.delink_edits = result.edits
-        doc._.delink_protected = result.protected
-        doc._.delink_anonymity = result.detection.anonymity
-        doc._.delink_risk = result.detection.linkage_risk
+        doc._.delink_protected = self._protected_here(result)
+        record_anonymity(doc, self.name, result.detection.anonymity)
         doc.user_data[RISK_BEFORE_KEY] = result.linkage_risk_before
         return doc
 
     def __call__(self, doc: Doc) -> Doc:
-        return self._to_doc(self.rewrite_texts([doc.text])[0])
+        return self._to_doc(doc, self.rewrite_texts([doc.text])[0])
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 32) -> Iterator[Doc]:
         """Batches share LLM calls; the model runs their requests concurrently."""
         for batch in spacy.util.minibatch(stream, batch_size):
-            yield from (self._to_doc(result) for result in self.rewrite_texts([doc.text for doc in batch]))
+            results = self.rewrite_texts([doc.text for doc in batch])
+            yield from (self._to_doc(doc, result) for doc, result in zip(batch, results))
 
     def llm_calls(self) -> int:
         """Prompts the model answered (cache hits excluded) when it counts them."""
@@ -187,6 +217,16 @@ class DelinkRewriter(IndexedComponent):
 
 @Language.factory(
     FACTORY,
+    assigns=[
+        "doc._.delink_source",
+        "doc._.delink_passes",
+        "doc._.delink_edits",
+        "doc._.delink_protected",
+        "doc._.delink_anonymity",
+        "doc._.delink_risk",
+    ],
+    retokenizes=True,  # a new Doc on the rewritten text (see extensions.carry_over)
+    default_score_weights=SCORE_WEIGHTS,
     default_config={
         "index": "",
         "k": 2,
@@ -201,6 +241,10 @@ class DelinkRewriter(IndexedComponent):
         "model": {"@llm_models": "spacy_delink.Mask.v1"},
         "cache_dir": "auto",
         "cache_batch_size": 1,
+        "require_llm": False,
+        "keep_source": False,
+        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
+        "flagging": DEFAULT_STRATEGY,
     },
 )
 def make_rewriter(
@@ -219,11 +263,15 @@ def make_rewriter(
     model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
     cache_dir: Optional[str],
     cache_batch_size: int,
+    require_llm: bool,
+    keep_source: bool,
+    scorer: Optional[ScoreFunction],
+    flagging: str,
 ) -> DelinkRewriter:
     """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
     return DelinkRewriter(
         nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
-        cache_dir, cache_batch_size,
+        cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
     )
 
 

@@ -6,13 +6,14 @@ language and tokenizer works.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.ngrams import analyze
-from ..linkage.scores import risk_from_anonymity
-from .extensions import set_token_risks
-from .base import IndexedComponent
+from .base import IndexedComponent, ScoreFunction
+from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
 
 NGRAM_LABEL = "NGRAM"
 
@@ -30,8 +31,9 @@ class LinkageRiskAnnotator(IndexedComponent):
         verify: bool,
         copy_index: bool,
         spans_key: str,
+        scorer: Optional[ScoreFunction] = None,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
         self.spans_key = spans_key
 
     def __call__(self, doc: Doc) -> Doc:
@@ -46,20 +48,20 @@ class LinkageRiskAnnotator(IndexedComponent):
             spans.append(span)
         doc.spans[self.spans_key] = spans
         set_token_risks(doc, spans)
-        doc._.delink_anonymity = analysis.anonymity()
-        doc._.delink_risk = risk_from_anonymity(doc._.delink_anonymity)
+        record_anonymity(doc, self.name, analysis.anonymity())
         return doc
-
-    def _settings(self) -> dict[str, object]:
-        return {"k": self.k, "spans_key": self.spans_key}
-
-    def _load_settings(self, settings: dict[str, object]) -> None:
-        super()._load_settings(settings)
-        self.spans_key = str(settings["spans_key"])
 
 
 @Language.factory(
     "delink_risk",
+    assigns=[
+        "doc.spans",
+        "doc._.delink_anonymity",
+        "doc._.delink_risk",
+        "span._.delink_support",
+        "span._.delink_risk",
+        "token._.delink_risk",
+    ],
     default_config={
         "index": "",
         "k": 2,
@@ -67,7 +69,9 @@ class LinkageRiskAnnotator(IndexedComponent):
         "verify": True,
         "copy_index": False,
         "spans_key": "linkable",
+        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
     },
+    default_score_weights=SCORE_WEIGHTS,
 )
 def make_risk_annotator(
     nlp: Language,
@@ -78,6 +82,7 @@ def make_risk_annotator(
     verify: bool,
     copy_index: bool,
     spans_key: str,
+    scorer: Optional[ScoreFunction],
 ) -> LinkageRiskAnnotator:
     """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
-    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key)
+    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer)

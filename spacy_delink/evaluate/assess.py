@@ -2,19 +2,63 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from tqdm import tqdm
 
-from ..corpus import CorpusStats, read_jsonl_documents
-from ..io import atomic_write, dumps_jsonl_line
+from ..corpus import CorpusStats, DocId, read_jsonl_documents, unique_ids
+from ..io import atomic_write, check_output_path, dumps_jsonl_line, refuse_same_file
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
-from ..linkage.index import CorpusIndex
+from ..linkage.index import CorpusIndex, open_index
+from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
 from .report import write_html_report
+
+
+#: Documents per task on a worker, and tasks in flight (so a long input streams).
+CHUNK_DOCUMENTS = 32
+IN_FLIGHT_CHUNKS = 16
+
+
+def _chunks(documents: Iterable[tuple[DocId, str]], size: int) -> Iterator[list[tuple[DocId, str]]]:
+    chunk: list[tuple[DocId, str]] = []
+    for document in documents:
+        chunk.append(document)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def assess_chunk(
+    index_path: str, key_file: str, verify: bool, k: int, arity: int, max_combinations: int,
+    documents: list[tuple[DocId, str]],
+) -> list[dict[str, Any]]:
+    """One worker task: the records of a chunk, against the index mapped once per worker process."""
+    index = open_index(index_path, key_file, verify)
+    return [assess_text(index, doc_id, text, k, arity, max_combinations) for doc_id, text in documents]
+
+
+def _assess_on(
+    runner: Runner, index: CorpusIndex, documents: Iterable[tuple[DocId, str]], k: int, arity: int, max_combinations: int
+) -> Iterator[tuple[DocId, str, dict[str, Any]]]:
+    """Chunks assessed on the runner's workers, records back in input order."""
+    settings = (str(index.path.resolve()), str(index.key_path.resolve()), index.verified, k, arity, max_combinations)
+    sent: deque[list[tuple[DocId, str]]] = deque()
+
+    def arguments() -> Iterator[tuple[Any, ...]]:
+        for chunk in _chunks(documents, CHUNK_DOCUMENTS):
+            sent.append(chunk)
+            yield (*settings, chunk)
+
+    for records in runner.ordered(assess_chunk, arguments(), IN_FLIGHT_CHUNKS):
+        for (doc_id, text), record in zip(sent.popleft(), records):
+            yield doc_id, text, record
 
 
 @dataclass
@@ -23,6 +67,15 @@ class AssessSummary:
     linkable_documents: int = 0
     skipped_lines: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def check_assess_outputs(input_path: Path, output_path: Path, html_path: Path | None) -> None:
+    """Refuse, before any work, outputs that would destroy the input or cannot be written."""
+    refuse_same_file([input_path], output_path, "--output")
+    check_output_path(output_path, "--output")
+    if html_path is not None:
+        refuse_same_file([input_path, output_path], html_path, "--html")
+        check_output_path(html_path, "--html")
 
 
 def assess_file(
@@ -35,26 +88,42 @@ def assess_file(
     skip_invalid: bool = False,
     progress: bool = True,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+    runner: Runner | None = None,
 ) -> AssessSummary:
-    """Assess every line of ``input_path``; outputs are written atomically."""
+    """Assess every line of ``input_path`` (the id rule of ``corpus.py``); outputs are written atomically.
+
+    The HTML report is written before the JSONL is put in place, so a failure leaves neither.
+    With a ``runner`` (Dask workers, ``--workers``/``--scheduler``), chunks of documents are
+    assessed on the workers, each of which maps the index itself (by path: shared storage
+    on a cluster); the records are written in input order, identical to a run without one.
+    """
     check_k(k)
     check_arity(arity, allow_single=True)
     check_max_combinations(max_combinations)
+    check_assess_outputs(input_path, output_path, html_path)
+    index.warn_if_k_exceeds_collection(k)
     started = time.perf_counter()
     summary = AssessSummary()
     stats = CorpusStats()
-    documents = read_jsonl_documents(input_path, skip_invalid=skip_invalid, stats=stats)
+    documents = unique_ids(read_jsonl_documents(input_path, skip_invalid=skip_invalid, stats=stats))
     report: list[tuple[str, dict[str, Any]]] = []
+    if runner is None:
+        records: Iterator[tuple[DocId, str, dict[str, Any]]] = (
+            (doc_id, text, assess_text(index, doc_id, text, k, arity, max_combinations)) for doc_id, text in documents
+        )
+    else:
+        records = _assess_on(runner, index, documents, k, arity, max_combinations)
     with atomic_write(output_path) as out:
-        for doc_id, text in tqdm(documents, desc="assessing", unit="doc", disable=not progress):
-            record = assess_text(index, doc_id, text, k, arity, max_combinations)
-            out.write(dumps_jsonl_line(record))
-            summary.documents += 1
-            summary.linkable_documents += record["anonymity"] is not None
-            if html_path is not None:
-                report.append((text, record))
-    if html_path is not None:
-        write_html_report(report, html_path)
+        with tqdm(desc="assessing", unit="doc", disable=None if progress else True) as bar:  # None: on a terminal only
+            for doc_id, text, record in records:
+                out.write(dumps_jsonl_line(record))
+                summary.documents += 1
+                summary.linkable_documents += record["anonymity"] is not None
+                if html_path is not None:
+                    report.append((text, record))
+                bar.update()
+        if html_path is not None:
+            write_html_report(report, html_path)
     summary.skipped_lines = stats.skipped_lines
     summary.seconds = time.perf_counter() - started
     return summary

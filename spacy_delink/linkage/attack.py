@@ -2,14 +2,19 @@
 
 ``detect`` runs the n-gram lookups (SPEC §4) and, at arity 2–3, the combination search
 (SPEC §5); ``Detection`` answers the questions the components, the rewriter and
-``delink assess`` ask of it (anonymity, the §7 decision, what to rephrase).
+``delink assess`` ask of it (anonymity, the §7 decision, what to rephrase under a flagging
+strategy, see ``linkage.cover``), and ``Detection.after_mask`` detects again after a mask
+without looking anything up twice.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
+from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .index import CorpusIndex
 from .ngrams import LinkageAnalysis, Occurrence, analyze, ngram_records
 from .scores import risk_from_anonymity
@@ -24,6 +29,11 @@ class Detection:
     text: str
     analysis: LinkageAnalysis
     combinations: CombinationAnalysis | None
+    index: CorpusIndex
+    arity: int = 1
+    max_combinations: int | None = 0
+    flagging: str = DEFAULT_STRATEGY
+    _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
 
     @property
     def k(self) -> int:
@@ -49,33 +59,86 @@ class Detection:
         """SPEC §7: no linkable n-gram and not combination-linkable at (k, arity)."""
         return not self.analysis.minimal_columns()["start"] and not self.combination_linkable
 
-    def to_rephrase(self) -> list[Occurrence]:
-        """Minimal linkable n-grams plus each combination's flagged member, in text order."""
-        spans = {(o.start, o.end): o for o in self.analysis.minimal()}
+    def cover(self, granularity: str = "token") -> Cover:
+        """What this pass rewrites under the detection's flagging strategy (computed once per cost model)."""
+        if granularity not in self._covers:
+            self._covers[granularity] = choose(self, self.flagging, granularity)
+        return self._covers[granularity]
+
+    def to_rephrase(self, granularity: str = "token") -> list[Occurrence]:
+        """The phrases the flagging strategy rewrites: minimal linkable n-grams and every
+        occurrence of each removed candidate, in text order (one object per range)."""
+        tokens = self.analysis.tokens
+        phrases = []
+        for a, b in np.unique(self.cover(granularity).intervals, axis=0).tolist():
+            n = b - a + 1
+            level = self.analysis.levels[n - 1]
+            at = int(np.searchsorted(level.positions, a))
+            phrases.append(
+                Occurrence(a, n, int(tokens.starts[a]), int(tokens.ends[b]), int(level.df[at]), int(level.rows[at]))
+            )
+        return sorted(phrases, key=lambda o: (o.start, o.end))
+
+    def after_mask(self, ranges: list[tuple[int, int]], text: str, granularity: str = "token") -> "Detection":
+        """The detection of ``text``: this text with the character ``ranges`` (whole tokens,
+        ``mask_ranges`` of this detection's cover at ``granularity``) masked.
+
+        A mask breaks n-grams and creates none, so the n-gram lookups are this detection's,
+        less what crosses a masked token, and the combination search reuses every posting
+        list and pair support it can. The candidates the cover kept hold no linkable
+        combination (a cover hits them all), so the triple search skips those made of them
+        alone. When ``text`` does not tokenize as that (another mask string, rules that read
+        it otherwise), it is detected from scratch.
+        """
+        tokens = self.analysis.tokens
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        first = np.searchsorted(tokens.starts, bounds[:, 0])  # first token starting in each range
+        last = np.searchsorted(tokens.ends, bounds[:, 1], side="right")  # past the last one ending in it
+        change = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.add.at(change, first, 1)
+        np.add.at(change, np.maximum(last, first), -1)
+        removed = np.cumsum(change)[: len(tokens)] > 0
+        new_tokens = self.index.tokenizer.tokenize(text)
+        kept = np.flatnonzero(~removed)
+        expected_start = tokens.segment_start[kept].copy()
+        expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
+        if (
+            len(new_tokens) != len(kept)
+            or [tokens.raw[i] for i in kept.tolist()] != new_tokens.raw
+            or not np.array_equal(np.asarray(new_tokens.segment_start, dtype=bool), expected_start.astype(bool))
+        ):
+            return detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging)
+        analysis = self.analysis.without(np.flatnonzero(removed), text, new_tokens)
+        combinations = None
         if self.combinations is not None:
-            for i in self.combinations.flagged():
-                member = self.combinations.candidates[i]
-                spans.setdefault((member.start, member.end), member)
-        return [spans[key] for key in sorted(spans)]
+            kept = np.ones(len(self.combinations.candidates), dtype=bool)
+            kept[list(self.cover(granularity).removed)] = False
+            combinations = analyze_combinations(
+                self.index, analysis, self.arity, self.max_combinations, previous=self.combinations,
+                settled=self.combinations.keys[kept],
+            )
+        return Detection(text, analysis, combinations, self.index, self.arity, self.max_combinations, self.flagging)
 
 
 def detect(
-    index: CorpusIndex, text: str, k: int, arity: int = 1, max_combinations: int = 0, flags: bool = True
+    index: CorpusIndex,
+    text: str,
+    k: int,
+    arity: int = 1,
+    max_combinations: int | None = 0,
+    flagging: str = DEFAULT_STRATEGY,
 ) -> Detection:
     """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2.
 
-    The defaults compute what rewriting needs — the decision, the exact scores and every
-    flagged member — and list no combinations (``max_combinations=0``), which lets the
-    search skip minimal triples that flag nothing new. A report asks for its cap instead.
+    The defaults compute what rewriting needs — the decision and the exact scores — and
+    list no combinations (``max_combinations=0``), which lets the search skip minimal
+    triples until a flagging strategy asks for them. A report asks for its cap instead.
     """
     check_arity(arity, allow_single=True)
+    check_strategy(flagging)
     analysis = analyze(index, text, k)
-    combinations = (
-        analyze_combinations(index, analysis, arity, max_combinations=max_combinations, flags=flags)
-        if arity >= 2
-        else None
-    )
-    return Detection(text=text, analysis=analysis, combinations=combinations)
+    combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
+    return Detection(text, analysis, combinations, index, arity, max_combinations, flagging)
 
 
 def assess_text(
@@ -87,7 +150,7 @@ def assess_text(
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
 ) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document."""
-    detection = detect(index, text, k, arity, max_combinations=max_combinations, flags=False)
+    detection = detect(index, text, k, arity, max_combinations=max_combinations)
     return {
         "id": doc_id,
         "k": k,

@@ -28,22 +28,28 @@ Algorithm
    cuts from the reported list.
 5. **Only what is asked.** Triples are enumerated in full only when the answer needs them:
    when no pair is linkable (the decision), when the best support is still above 1 (the
-   anonymity), or when the pairs do not fill the report. Otherwise, if flags are wanted
-   (the rewriter's ``to_rephrase``), the search keeps only triples whose flagged member is
-   not flagged yet; else it is skipped. When the source document is in the collection,
-   a document easily has 10^5 linkable pairs and 10^6 minimal triples, which the report
-   cap cuts anyway. The report's order (size, support, start offsets) is built by one
-   packed-key selection of the head, not a full sort.
+   anonymity), or when the pairs do not fill the report; a document with fewer than three
+   candidates has no triple, so its list is complete. Otherwise they wait until asked:
+   the paper's flags (``flagged``) search only triples whose flagged member is not flagged
+   yet, and a cover (``linkage.cover``) asks for the triples among the candidates it keeps
+   (``triples_among``). When the source document is in the collection, a document easily
+   has 10^5 linkable pairs and 10^6 minimal triples, which the report cap cuts anyway.
+   The report's order (size, support, start offsets) is built by one packed-key selection
+   of the head, not a full sort.
+6. **Again after a mask.** Postings and pair supports depend on the keys only, so the
+   analysis of a masked text (``previous``) reuses them for the candidates it shares with
+   the analysis before the mask and computes products for the new candidates only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+import numba as nb
 import numpy as np
 from ..errors import InputError
 from .index import CorpusIndex
-from .ngrams import LinkageAnalysis, Occurrence
+from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
 
 ARITY_RANGE = (2, 3)
 
@@ -83,7 +89,9 @@ class CombinationAnalysis:
     ``pairs`` (P×2) and ``triples`` (T×3) hold candidate indices in ascending order, which
     is text order. ``pairs`` holds every linkable pair, or with a report cap the first
     ``max_combinations`` of them (``pair_count`` counts them all); ``triples_complete``
-    says whether every minimal triple was enumerated (module docstring, step 5).
+    says whether every minimal triple was enumerated (module docstring, step 5). The
+    postings, membership matrix and pair supports stay for what is asked later (flags,
+    covers, the analysis after a mask).
     """
 
     candidates: list[Occurrence]
@@ -96,7 +104,13 @@ class CombinationAnalysis:
     anonymity: int | None
     arity: int
     k: int
-    flagged_candidates: list[int] | None
+    keys: np.ndarray
+    postings: list[np.ndarray]
+    matrix: np.ndarray
+    df: np.ndarray
+    pair_matrix: np.ndarray
+    anchored: np.ndarray | None = None
+    _flagged: list[int] | None = None
 
     @property
     def combination_linkable(self) -> bool:
@@ -116,13 +130,55 @@ class CombinationAnalysis:
 
     def flagged_member(self, combination: Combination) -> int:
         """SPEC §5: the shortest member (fewest tokens), ties going to the earliest."""
-        return int(_lowest_ranked(np.array([combination.members]), _ranks(self.candidates))[0])
+        return int(self.flagged_members(np.array([combination.members]))[0])
+
+    def flagged_members(self, members: np.ndarray) -> np.ndarray:
+        """``flagged_member`` of each row of candidate indices."""
+        return _lowest_ranked(members, _ranks(self.candidates))
 
     def flagged(self) -> list[int]:
-        """Candidates flagged by at least one minimal linkable combination (for rewriting)."""
-        if self.flagged_candidates is None:
-            raise ValueError("flags were not computed; analyze with flags=True")
-        return self.flagged_candidates
+        """SPEC §5's ``shortest`` rule: each minimal linkable combination's flagged member (computed once)."""
+        if self._flagged is None:
+            rank = _ranks(self.candidates)
+            flagged = np.zeros(len(self.candidates), dtype=bool)
+            if len(self.candidates) >= 2:
+                _scan_pairs(self.pair_matrix, self.k, 0, rank, flagged)
+            if self.arity >= 3 and len(self.candidates) >= 3:
+                if self.triples_complete:
+                    _flags(self.triples, rank, flagged)
+                else:
+                    _minimal_triples(self.matrix, self.df, self.pair_matrix, self.k, rank, flagged, self.anchored)
+            self._flagged = np.flatnonzero(flagged).tolist()
+        return self._flagged
+
+    def all_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every linkable pair (members P×2 in ascending order, supports), whatever the report cap."""
+        if len(self.pairs) == self.pair_count:
+            return self.pairs, self.pair_support
+        scan = _scan_pairs(self.pair_matrix, self.k, None, _ranks(self.candidates), None)
+        return scan.members, scan.support
+
+    def triples_among(self, kept: np.ndarray, through: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Linkable triples of the candidates ``kept`` (bool per candidate) none of whose pairs is linkable.
+
+        For a set that holds no linkable pair (a cover's survivors) these are all its
+        linkable triples: a triple with an empty pair has support 0. With ``through`` (bool
+        per candidate), only those with a member in it.
+        """
+        anchored = self.anchored if through is None else through
+        chosen = np.flatnonzero(kept)
+        if self.arity < 3 or len(chosen) < 3:
+            return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self.triples_complete:
+            inside = kept[self.triples].all(axis=1)
+            if anchored is not None:
+                inside &= anchored[self.triples].any(axis=1)
+            return self.triples[inside], self.triple_support[inside]
+        members, support = _minimal_triples(
+            self.matrix[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
+            _ranks(self.candidates)[chosen], None, None if anchored is None else anchored[chosen],
+        )
+        return np.sort(chosen[members], axis=1), support
 
 
 def _spec_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
@@ -140,16 +196,23 @@ def _spec_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
     return keys
 
 
+def _head_indices(members: np.ndarray, support: np.ndarray, limit: int) -> np.ndarray:
+    """Rows of the ``limit`` smallest combinations by (support, member indices), in that order.
+
+    A packed-key partial selection when the values fit (the usual case), a full lexsort otherwise.
+    """
+    if limit <= 0 or not len(members):
+        return np.zeros(0, dtype=np.int64)
+    keys = _spec_keys(members, support)
+    if keys is None:
+        return np.lexsort([members[:, j] for j in reversed(range(members.shape[1]))] + [support])[:limit]
+    chosen = np.argpartition(keys, limit - 1)[:limit] if limit < len(keys) else np.arange(len(keys))
+    return chosen[np.argsort(keys[chosen], kind="stable")]
+
+
 def _ordered_head(members: np.ndarray, support: np.ndarray, limit: int) -> list[Combination]:
     """The ``limit`` smallest combinations by (support, member indices), in that order."""
-    if limit <= 0 or not len(members):
-        return []
-    keys = _spec_keys(members, support)
-    if keys is not None:
-        chosen = np.argpartition(keys, limit - 1)[:limit] if limit < len(keys) else np.arange(len(keys))
-        chosen = chosen[np.argsort(keys[chosen])]
-    else:
-        chosen = np.lexsort([members[:, j] for j in reversed(range(members.shape[1]))] + [support])[:limit]
+    chosen = _head_indices(members, support, limit)
     return [Combination(tuple(m), s) for m, s in zip(members[chosen].tolist(), support[chosen].tolist())]
 
 
@@ -158,151 +221,198 @@ def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
     return analysis.frequent_maximal(unique_keys=True)
 
 
-def _membership(index: CorpusIndex, candidates: list[Occurrence]) -> tuple[np.ndarray, np.ndarray]:
+def _membership(index: CorpusIndex, postings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """0/1 rows (bool) over the documents holding >= 2 candidates, and each row's df."""
-    postings = [index.levels[c.n].documents(c.row) for c in candidates]
     df = np.array([len(p) for p in postings], dtype=np.int64)
-    holders = np.zeros(index.documents, dtype=np.int32)
-    for posting in postings:
-        holders[posting] += 1  # a posting list has no repeats
+    documents = np.concatenate(postings).astype(np.int64) if postings else np.zeros(0, dtype=np.int64)
+    holders = np.bincount(documents, minlength=index.documents)  # a posting list has no repeats
     shared = holders >= 2
     column = np.cumsum(shared, dtype=np.int64) - 1
-    matrix = np.zeros((len(candidates), int(shared.sum())), dtype=bool)
-    for row, posting in enumerate(postings):
-        matrix[row, column[posting[shared[posting]]]] = True
+    matrix = np.zeros((len(postings), int(shared.sum())), dtype=bool)
+    rows = np.repeat(np.arange(len(postings)), df)
+    inside = shared[documents]
+    matrix[rows[inside], column[documents[inside]]] = True
     return matrix, df
 
 
-#: Rows per block in the matrix products (two float copies of this many rows exist at once).
+#: Fewest rows per block in the matrix products; blocks grow to fill ``_PRODUCT_BLOCK_BYTES``
+#: (two float copies of a block exist at once): each BLAS call has a fixed cost.
 _PRODUCT_BLOCK_ROWS = 64
+_PRODUCT_BLOCK_BYTES = 1 << 25
 #: Rows per block when scanning the pair matrix (a block's linkable pairs exist at once).
 _SCAN_BLOCK_ROWS = 32
+#: Linkable pairs held beyond twice the report cap before the scan trims them to the cap.
+_SCAN_SLACK = 4096
 
 
-def _pair_supports(matrix: np.ndarray) -> np.ndarray:
+def _pair_supports(matrix: np.ndarray, known: np.ndarray, known_pairs: np.ndarray | None) -> np.ndarray:
     """|I_a ∩ I_b| for all candidate pairs: float32 BLAS products of row-block pairs.
 
     Only two blocks exist as floats at a time, so the extra memory stays small; counts
-    are exact integers (below 2^24) kept in the narrowest type that holds them.
+    are exact integers (below 2^24) kept in the narrowest type that holds them. The
+    supports between candidates with a row in ``known_pairs`` (``known``; -1: none) are
+    copied from it; only blocks of rows that hold a new candidate are multiplied.
     """
     count = len(matrix)
     pairs = np.empty((count, count), dtype=np.int16 if matrix.shape[1] < 1 << 15 else np.int32)
-    starts = range(0, count, _PRODUCT_BLOCK_ROWS)
-    for i in starts:
-        left = matrix[i : i + _PRODUCT_BLOCK_ROWS].astype(np.float32)
-        for j in starts:
-            if j < i:
-                continue
-            right = left if j == i else matrix[j : j + _PRODUCT_BLOCK_ROWS].astype(np.float32)
-            product = left @ right.T
-            pairs[i : i + len(left), j : j + len(right)] = product
-            pairs[j : j + len(right), i : i + len(left)] = product.T
+    if known_pairs is not None:
+        old = np.flatnonzero(known >= 0)
+        pairs[np.ix_(old, old)] = known_pairs[np.ix_(known[old], known[old])]
+    order = np.argsort(known >= 0, kind="stable") if known_pairs is not None else np.arange(count)
+    fresh = count - int((known >= 0).sum()) if known_pairs is not None else count
+    step = max(_PRODUCT_BLOCK_ROWS, _PRODUCT_BLOCK_BYTES // (4 * max(matrix.shape[1], 1)))
+    for i in range(0, fresh, step):
+        rows = order[i : min(i + step, fresh)]
+        left = matrix[rows].astype(np.float32)
+        for j in range(i, count, step):
+            cols = order[j : j + step]
+            product = left @ matrix[cols].astype(np.float32).T
+            pairs[np.ix_(rows, cols)] = product
+            pairs[np.ix_(cols, rows)] = product.T
     return pairs
 
 
-def _packed(rows: np.ndarray) -> np.ndarray:
-    """Pack 0/1 rows into uint64 words for popcounts."""
-    bits = np.packbits(rows.astype(bool), axis=1)
-    pad = (-bits.shape[1]) % 8
-    if pad:
-        bits = np.pad(bits, ((0, 0), (0, pad)))
-    return bits.view(np.uint64)
+@nb.njit(cache=True, nogil=True)
+def _popcount(word: np.uint64) -> int:
+    """Set bits of one word (SWAR)."""
+    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    word = (word & np.uint64(0x3333333333333333)) + ((word >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return int((word * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
-_POPCOUNT_CHUNK_WORDS = 1 << 19
+@nb.njit(cache=True, nogil=True)
+def _triple_scan(
+    matrix: np.ndarray,
+    df: np.ndarray,
+    pairs: np.ndarray,
+    k: int,
+    anchored: np.ndarray,
+    rank: np.ndarray,
+    flagged: np.ndarray,
+    use_flags: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3's search, compiled: every triple from its rarest member ``a``, within ``a``'s documents.
 
-
-def _intersection_sizes(bits: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Popcount of ``bits[left] & bits[right]`` row by row, in chunks of bounded memory."""
-    step = max(1, _POPCOUNT_CHUNK_WORDS // max(bits.shape[1], 1))
-    sizes = np.empty(len(left), dtype=np.int64)
-    for start in range(0, len(left), step):
-        stop = start + step
-        sizes[start:stop] = np.bitwise_count(bits[left[start:stop]] & bits[right[start:stop]]).sum(axis=1)
-    return sizes
-
-
-def _viable_pairs(pairs: np.ndarray, a: int, partners: np.ndarray, df: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Partner index pairs (b, c), b < c, with |b∩c| >= k whose triple with ``a`` may be linkable.
-
-    The test is the largest of the three inclusion-exclusion lower bounds (around a, b and
-    c) staying below k. It is built for one block of partner rows at a time, in place, so
-    memory stays at a block's width whatever the number of partners.
+    A partner b of ``a`` needs |a∩b| >= k (else the triple holds a linkable or empty pair)
+    and |a∩b| < df_a + k - (a's smallest overlap) (else no c brings the bound below k); a
+    pair (b, c) needs |b∩c| >= k and the three inclusion–exclusion bounds below k before
+    its support is counted on bitsets of ``a``'s documents. Only triples with an
+    ``anchored`` member are searched; with ``use_flags`` only those whose lowest-``rank``
+    member is not ``flagged`` yet, which are then flagged.
     """
-    overlap_a = pairs[a, partners].astype(np.int32)  # int32: sums of int16 counts overflow
-    df_p = df[partners].astype(np.int32)
-    column = np.arange(len(partners))
-    found_b: list[np.ndarray] = []
-    found_c: list[np.ndarray] = []
-    step = max(_SCAN_BLOCK_ROWS, (1 << 16) // len(partners))  # ~64K bound cells per block
-    for start in range(0, len(partners), step):
-        rows = slice(start, start + step)
-        overlap_bc = pairs[np.ix_(partners[rows], partners)].astype(np.int32)
-        bound = overlap_a[rows, None] + overlap_a[None, :]
-        bound -= np.int32(df[a])
-        around = overlap_bc + overlap_a[rows, None]
-        around -= df_p[rows, None]
-        np.maximum(bound, around, out=bound)
-        np.add(overlap_bc, overlap_a[None, :], out=around)
-        around -= df_p[None, :]
-        np.maximum(bound, around, out=bound)
-        viable = bound < k
-        viable &= overlap_bc >= k
-        viable &= column[None, :] > column[rows, None]
-        b_idx, c_idx = np.nonzero(viable)
-        found_b.append(b_idx + start)
-        found_c.append(c_idx)
-    return np.concatenate(found_b), np.concatenate(found_c)
+    count = len(df)
+    order = np.argsort(df, kind="mergesort")
+    found = np.empty((64, 3), dtype=np.int64)
+    supports = np.empty(64, dtype=np.int64)
+    total = 0
+    partners = np.empty(count, dtype=np.int64)
+    docs = np.empty(matrix.shape[1], dtype=np.int64)
+    for position in range(count - 2):
+        a = order[position]
+        size = 0
+        smallest = 1 << 62
+        for later in range(position + 1, count):
+            x = order[later]
+            overlap = int(pairs[a, x])
+            if overlap >= k:
+                partners[size] = x
+                size += 1
+                if overlap < smallest:
+                    smallest = overlap
+        if size < 2:
+            continue
+        limit = df[a] + k - smallest
+        kept = 0
+        any_anchor = anchored[a]
+        all_flagged = flagged[a]
+        for i in range(size):
+            x = partners[i]
+            if pairs[a, x] < limit:
+                partners[kept] = x
+                kept += 1
+                any_anchor = any_anchor or anchored[x]
+                all_flagged = all_flagged and flagged[x]
+        if kept < 2 or not any_anchor or (use_flags and all_flagged):
+            continue
+        own = 0
+        for d in range(matrix.shape[1]):
+            if matrix[a, d]:
+                docs[own] = d
+                own += 1
+        words = (own + 63) // 64
+        bits = np.zeros((kept, words), dtype=np.uint64)
+        for i in range(kept):
+            row = partners[i]
+            for j in range(own):
+                if matrix[row, docs[j]]:
+                    bits[i, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        for i in range(kept):
+            b = partners[i]
+            ab = np.int64(pairs[a, b])
+            for j in range(i + 1, kept):
+                c = partners[j]
+                if not (anchored[a] or anchored[b] or anchored[c]):
+                    continue
+                bc = np.int64(pairs[b, c])
+                if bc < k:
+                    continue
+                ac = np.int64(pairs[a, c])
+                if ab + ac - df[a] >= k or ab + bc - df[b] >= k or ac + bc - df[c] >= k:
+                    continue
+                lowest = a
+                if rank[b] < rank[lowest]:
+                    lowest = b
+                if rank[c] < rank[lowest]:
+                    lowest = c
+                if use_flags and flagged[lowest]:
+                    continue
+                support = 0
+                for w in range(words):
+                    support += _popcount(bits[i, w] & bits[j, w])
+                if support < 1 or support >= k:
+                    continue
+                if total == len(supports):
+                    found = np.concatenate((found, np.empty_like(found)))
+                    supports = np.concatenate((supports, np.empty_like(supports)))
+                first, second, third = min(a, b, c), max(min(a, b), min(max(a, b), c)), max(a, b, c)
+                found[total, 0], found[total, 1], found[total, 2] = first, second, third
+                supports[total] = support
+                total += 1
+                if use_flags:
+                    flagged[lowest] = True
+    return found[:total], supports[:total]
 
 
 def _minimal_triples(
-    matrix: np.ndarray, df: np.ndarray, pairs: np.ndarray, k: int, rank: np.ndarray, flagged: np.ndarray | None
+    matrix: np.ndarray,
+    df: np.ndarray,
+    pairs: np.ndarray,
+    k: int,
+    rank: np.ndarray,
+    flagged: np.ndarray | None,
+    anchored: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Linkable triples all of whose pairs have support >= k (see module docstring, step 3).
 
     With ``flagged`` (bool per candidate), only triples whose flagged member — the lowest
     ``rank`` — is not flagged yet are kept, and ``flagged`` is updated as they are found.
+    With ``anchored`` (bool per candidate), only triples with an anchored member are searched
+    (the others are known not to be linkable, step 6).
     """
-    order = np.argsort(df, kind="stable")
-    strong = pairs >= k
-    found: list[np.ndarray] = []
-    supports: list[np.ndarray] = []
-    for position, a in enumerate(order[:-2]):
-        later = order[position + 1 :]
-        partners = later[strong[a, later]]
-        if len(partners) < 2:
-            continue
-        overlap_a = pairs[a, partners].astype(np.int64)
-        two_smallest = np.partition(overlap_a, 1)[:2]
-        if two_smallest.sum() - df[a] >= k:
-            continue
-        partners = partners[overlap_a < df[a] + k - two_smallest[0]]
-        if flagged is not None and flagged[a] and flagged[partners].all():
-            continue  # every such triple's flagged member is flagged already
-        if len(partners) < 2:
-            continue
-        b_idx, c_idx = _viable_pairs(pairs, int(a), partners, df, k)
-        if flagged is not None and len(b_idx):
-            members = np.stack([np.full(len(b_idx), a), partners[b_idx], partners[c_idx]], axis=1)
-            open_ = ~flagged[_lowest_ranked(members, rank)]
-            b_idx, c_idx = b_idx[open_], c_idx[open_]
-        if not len(b_idx):
-            continue
-        bits = _packed(matrix[np.ix_(partners, np.flatnonzero(matrix[a]))])
-        support = _intersection_sizes(bits, b_idx, c_idx)
-        linkable = (support >= 1) & (support < k)
-        if linkable.any():
-            members = np.sort(
-                np.stack([np.full(int(linkable.sum()), a), partners[b_idx[linkable]], partners[c_idx[linkable]]], axis=1),
-                axis=1,
-            )
-            found.append(members)
-            supports.append(support[linkable])
-            if flagged is not None:
-                _flags(members, rank, flagged)
-    if not found:
+    count = len(df)
+    if count < 3:
         return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(found), np.concatenate(supports)
+    return _triple_scan(
+        np.ascontiguousarray(matrix, dtype=np.bool_),
+        np.ascontiguousarray(df, dtype=np.int64),
+        np.ascontiguousarray(pairs),
+        int(k),
+        np.ones(count, dtype=np.bool_) if anchored is None else np.ascontiguousarray(anchored, dtype=np.bool_),
+        np.ascontiguousarray(rank, dtype=np.int64),
+        np.zeros(count, dtype=np.bool_) if flagged is None else flagged,
+        flagged is not None,
+    )
 
 
 def _lowest_triple_through_pairs(matrix: np.ndarray, pairs: np.ndarray, k: int, best: int) -> int:
@@ -370,13 +480,10 @@ def _scan_pairs(
         kept_members.append(members)
         kept_support.append(support)
         held += len(members)
-        if keep is not None and held > 2 * keep + 4096:
+        if keep is not None and held > 2 * keep + _SCAN_SLACK:
             merged_members, merged_support = np.concatenate(kept_members), np.concatenate(kept_support)
-            keys = _spec_keys(merged_members, merged_support)
-            if keys is not None:
-                chosen = np.argpartition(keys, keep)[:keep] if keep < len(keys) else np.arange(len(keys))
-                merged_members, merged_support = merged_members[chosen], merged_support[chosen]
-            kept_members, kept_support, held = [merged_members], [merged_support], len(merged_members)
+            chosen = _head_indices(merged_members, merged_support, keep)
+            kept_members, kept_support, held = [merged_members[chosen]], [merged_support[chosen]], len(chosen)
     if not kept_members:
         return _PairScan(np.zeros((0, 2), dtype=np.int32), np.zeros(0, dtype=np.int32), 0, None)
     return _PairScan(np.concatenate(kept_members), np.concatenate(kept_support), count, lowest)
@@ -407,49 +514,54 @@ def analyze_combinations(
     analysis: LinkageAnalysis,
     arity: int,
     max_combinations: int | None = None,
-    flags: bool = True,
+    previous: CombinationAnalysis | None = None,
+    settled: np.ndarray | None = None,
 ) -> CombinationAnalysis:
     """SPEC §5–6 for one analysed document (see the module docstring for the algorithm).
 
     ``max_combinations`` is the report cap (None: enumerate every minimal combination);
-    ``flags`` asks for the complete set of flagged members (``to_rephrase``).
+    ``previous``, the analysis of this document before a mask (same index and k), lends
+    the postings and pair supports of the candidates both share; ``settled`` are keys
+    (``occurrence_keys``) of which no combination is linkable, so the triple search
+    skips the triples made of them alone (step 6).
     """
     check_arity(arity)
     if max_combinations is not None:
         check_max_combinations(max_combinations)
     k = analysis.k
     candidates = candidates_of(analysis)
+    keys = occurrence_keys(np.array([c.n for c in candidates], dtype=np.int64), np.array([c.row for c in candidates], dtype=np.int64))
+    known = _known_rows(keys, previous)
+    postings = [
+        previous.postings[row] if previous is not None and row >= 0 else index.levels[c.n].documents(c.row)
+        for c, row in zip(candidates, known.tolist())
+    ]
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
     rank = _ranks(candidates)
-    flagged = np.zeros(len(candidates), dtype=bool)
     pair_members = np.zeros((0, 2), dtype=np.int32)
     pair_support = np.zeros(0, dtype=np.int32)
     pair_count = 0
     triple_members = np.zeros((0, 3), dtype=np.int64)
     triple_support = np.zeros(0, dtype=np.int64)
-    triples_complete = arity < 3
+    # Fewer than three candidates hold no triple: there is nothing left to enumerate.
+    triples_complete = arity < 3 or len(candidates) < 3
+    anchored = None if settled is None else ~np.isin(keys, settled)
+    matrix, df = _membership(index, postings)
+    pairs = _pair_supports(matrix, known, previous.pair_matrix if previous is not None else None)
     if len(candidates) >= 2:
-        matrix, df = _membership(index, candidates)
-        pairs = _pair_supports(matrix)
-        scan = _scan_pairs(pairs, k, max_combinations, rank, flagged if flags else None)
+        scan = _scan_pairs(pairs, k, max_combinations, rank, None)
         pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
         if scan.lowest is not None:
             best = min(best, scan.lowest)
         if arity >= 3 and len(candidates) >= 3:
             report_needs_triples = max_combinations is None or pair_count < max_combinations
             if report_needs_triples or not pair_count or best > 1:
-                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None)
+                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None, anchored)
                 triples_complete = True
-                if flags:
-                    _flags(triple_members, rank, flagged)
-            elif flags:
-                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, flagged)
             if len(triple_support):
                 best = min(best, int(triple_support.min()))
             best = _lowest_triple_through_pairs(matrix, pairs, k, best)
-    elif arity >= 3:
-        triples_complete = True
     return CombinationAnalysis(
         candidates=candidates,
         pairs=pair_members,
@@ -461,8 +573,22 @@ def analyze_combinations(
         anonymity=best if best < k else None,
         arity=arity,
         k=k,
-        flagged_candidates=np.flatnonzero(flagged).tolist() if flags else None,
+        keys=keys,
+        postings=postings,
+        matrix=matrix,
+        df=df,
+        pair_matrix=pairs,
+        anchored=anchored,
     )
+
+
+def _known_rows(keys: np.ndarray, previous: CombinationAnalysis | None) -> np.ndarray:
+    """Each key's candidate row in ``previous`` (-1 where it has none)."""
+    if previous is None or not len(previous.keys) or not len(keys):
+        return np.full(len(keys), -1, dtype=np.int64)
+    order = np.argsort(previous.keys)
+    rows = order[np.minimum(np.searchsorted(previous.keys, keys, sorter=order), len(order) - 1)]
+    return np.where(previous.keys[rows] == keys, rows, -1).astype(np.int64)
 
 
 def combination_records(

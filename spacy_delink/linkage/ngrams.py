@@ -69,6 +69,7 @@ class LinkageAnalysis:
     k: int
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
     _minimal: dict[str, list[int]] | None = None
+    _maximal: dict[str, np.ndarray] | None = None
 
     def df_of(self, n: int) -> np.ndarray:
         """df of the n-gram starting at each position (0 when absent or not looked up), length T+1."""
@@ -81,27 +82,23 @@ class LinkageAnalysis:
             self.df_at[n] = table
         return table
 
-    def _select(self, masks: list[np.ndarray], unique_keys: bool = False) -> dict[str, list[int]]:
-        """Columns of the occurrences chosen by one mask per level, in text order.
-
-        Columns are plain lists (``token``, ``n``, ``start``, ``end``, ``support``, ``row``);
-        with ``unique_keys`` only each key's first occurrence is kept.
-        """
+    def _select_arrays(self, masks: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """Columns (int64 arrays named as ``_COLUMNS``) of the occurrences chosen by one mask per level, in text order."""
         chosen = [(level, np.flatnonzero(mask)) for level, mask in zip(self.levels, masks)]
         if not chosen:
-            return {name: [] for name in _COLUMNS}
+            return {name: np.zeros(0, dtype=np.int64) for name in _COLUMNS}
         n = np.concatenate([np.full(len(j), level.n) for level, j in chosen]).astype(np.int64)
         token = np.concatenate([level.positions[j] for level, j in chosen]).astype(np.int64)
         support = np.concatenate([level.df[j] for level, j in chosen]).astype(np.int64)
         row = np.concatenate([level.rows[j] for level, j in chosen]).astype(np.int64)
-        start = self.tokens.starts[token]
-        end = self.tokens.ends[token + n - 1]
+        start = self.tokens.starts[token].astype(np.int64)
+        end = self.tokens.ends[token + n - 1].astype(np.int64)
         order = np.lexsort((end, start))
-        if unique_keys and len(order):
-            key = n[order] << 40 | row[order]
-            _, first = np.unique(key, return_index=True)
-            order = order[np.sort(first)]
-        return {name: column[order].tolist() for name, column in zip(_COLUMNS, (token, n, start, end, support, row))}
+        return {name: column[order] for name, column in zip(_COLUMNS, (token, n, start, end, support, row))}
+
+    def _select(self, masks: list[np.ndarray]) -> dict[str, list[int]]:
+        """Columns of the occurrences chosen by one mask per level, as plain lists in text order."""
+        return {name: column.tolist() for name, column in self._select_arrays(masks).items()}
 
     @staticmethod
     def _objects(columns: dict[str, list[int]]) -> list[Occurrence]:
@@ -124,22 +121,60 @@ class LinkageAnalysis:
         """SPEC §4's minimal linkable set, sorted by start then end offset."""
         return self._objects(self.minimal_columns())
 
+    def maximal_columns(self) -> dict[str, np.ndarray]:
+        """Every frequent occurrence (df >= k) not strictly contained in another frequent one.
+
+        Arrays named as ``_COLUMNS``, in text order, computed once. A key can occur several
+        times: SPEC §5 keeps its first occurrence as the candidate, but the adversary's search
+        for the key matches them all, so whatever removes a candidate must reach every one.
+        """
+        if self._maximal is None:
+            masks = []
+            max_n = len(self.levels)
+            for level in self.levels:
+                mask = level.df >= self.k
+                if level.n < max_n:
+                    longer = self.df_of(level.n + 1)
+                    left = np.maximum(level.positions - 1, 0)
+                    mask &= longer[level.positions] < self.k
+                    mask &= (level.positions == 0) | (longer[left] < self.k)
+                masks.append(mask)
+            self._maximal = self._select_arrays(masks)
+        return self._maximal
+
     def frequent_maximal(self, unique_keys: bool = False) -> list[Occurrence]:
         """Frequent occurrences (df >= k) not strictly contained in another frequent one.
 
         With ``unique_keys`` only each key's first occurrence is kept (SPEC §5 candidates).
         """
-        masks = []
-        max_n = len(self.levels)
+        columns = self.maximal_columns()
+        order = np.arange(len(columns["token"]))
+        if unique_keys and len(order):
+            _, first = np.unique(occurrence_keys(columns["n"], columns["row"]), return_index=True)
+            order = np.sort(first)
+        return self._objects({name: column[order].tolist() for name, column in columns.items()})
+
+    def without(self, removed: np.ndarray, text: str, tokens: Tokens) -> "LinkageAnalysis":
+        """The analysis of ``text``: this one's text with the tokens ``removed`` masked.
+
+        A mask yields no token and breaks every n-gram across it, so the new text's n-grams
+        are exactly the old ones that avoid the masked tokens, with the same keys and df:
+        nothing needs looking up again (``tokens``, of the new text, must be this text's
+        tokens less ``removed``; the caller checks it).
+        """
+        gone = np.zeros(len(self.tokens) + 1, dtype=np.int64)
+        gone[np.asarray(removed, dtype=np.int64) + 1] = 1
+        before = np.cumsum(gone)  # before[i]: removed tokens among 0..i-1
+        levels = []
         for level in self.levels:
-            mask = level.df >= self.k
-            if level.n < max_n:
-                longer = self.df_of(level.n + 1)
-                left = np.maximum(level.positions - 1, 0)
-                mask &= longer[level.positions] < self.k
-                mask &= (level.positions == 0) | (longer[left] < self.k)
-            masks.append(mask)
-        return self._objects(self._select(masks, unique_keys))
+            keep = before[level.positions + level.n] == before[level.positions]
+            positions = level.positions[keep]
+            levels.append(
+                LevelLookup(level.n, positions - before[positions], level.keys[keep], level.rows[keep], level.df[keep])
+            )
+        while len(levels) > 1 and not len(levels[-1].positions):  # as ``analyze`` stops
+            levels.pop()
+        return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=self.k)
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
@@ -150,6 +185,11 @@ class LinkageAnalysis:
                 low = int(linkable.min())
                 best = low if best is None else min(best, low)
         return best
+
+
+def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """One int64 per n-gram key: its length and its row in that level of the index."""
+    return np.asarray(n, dtype=np.int64) << 40 | np.asarray(row, dtype=np.int64)
 
 
 def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> LinkageAnalysis:

@@ -1,10 +1,11 @@
 """SPEC §1–2: the search tokenization shared by the index and every detector.
 
 The index and the queries must tokenize identically, so this module is the single
-implementation of tokens, search forms, breaking gaps and masks. It is vectorized
-with numpy (one table lookup per character) because the index build runs it over
-millions of tokens: classifying characters one by one in Python, or with a regular
-expression whose class lists every combining mark, is 10–40x slower.
+implementation of tokens, search forms, breaking gaps and masks. Characters are
+classified by one table lookup each and tokens and gaps are found in one compiled
+pass (``_scan_codes``, numba) because the index build runs it over hundreds of millions
+of characters: in Python, or as several numpy passes with temporaries, it is 5–40x
+slower. Raw token strings are only made when asked for (``Tokens.raw``).
 
 Readings of the SPEC where it leaves room (each the one that finds more linkages, or
 the only literal one, and each covered by ``tests/test_tokenization.py``):
@@ -22,10 +23,11 @@ import os
 import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 
 from ..errors import InputError
@@ -36,7 +38,6 @@ DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
 DEFAULT_MASK_PATTERNS: tuple[str, ...] = (r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*\*\*+")
 #: A gap that is exactly one of these characters does not break (``3.5``, ``1,234``, ``U.S``).
 DEFAULT_NON_BREAKING_SINGLE = ".,"
-PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
 MAX_SUPPORTED_N = 32
 
 _OTHER, _WORD, _BREAK = 0, 1, 2
@@ -138,31 +139,108 @@ def _char_classes(break_chars: str) -> np.ndarray:
 
 @dataclass
 class Tokens:
-    """The tokens of one text: offsets, raw strings, and where segments (join-runs) start.
+    """The tokens of one text: offsets, where segments (join-runs) start, and the masks.
 
     ``segment_start[i]`` is true when the gap before token ``i`` breaks (or ``i`` is the
     first token); an n-gram may start at ``i`` only if ``remaining[i] >= n``, the number
-    of tokens from ``i`` to the end of its segment.
+    of tokens from ``i`` to the end of its segment. ``codes`` are the text's code points.
     """
 
     starts: np.ndarray
     ends: np.ndarray
-    raw: list[str]
     segment_start: np.ndarray
+    text: str
+    codes: np.ndarray
     masks: list[tuple[int, int]] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.raw)
+        return len(self.starts)
+
+    @cached_property
+    def raw(self) -> list[str]:
+        """Each token's text as it appears."""
+        text = self.text
+        return [text[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist())]
 
     @property
     def remaining(self) -> np.ndarray:
         """Tokens from each position to the end of its segment (inclusive)."""
-        count = len(self.raw)
+        count = len(self.starts)
         if count == 0:
             return np.zeros(0, dtype=np.int64)
         seg_ids = np.cumsum(self.segment_start) - 1
         seg_ends = np.flatnonzero(np.append(self.segment_start[1:], True)) + 1
         return seg_ends[seg_ids] - np.arange(count)
+
+
+_NEWLINE, _SPACE, _TAB, _CR = 10, 32, 9, 13
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_codes(
+    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token starts, ends and segment starts of a text's code points (SPEC §1–2).
+
+    ``classes`` maps a code point to ``_OTHER``, ``_WORD`` or ``_BREAK``; ``masked`` marks
+    the characters inside masks; ``single`` lists the code points that do not break when
+    they are a whole gap alone. A gap breaks when it holds a break character, a masked
+    character, or (with ``paragraph_breaks``) a newline, then only spaces, tabs or
+    carriage returns, then a newline — unless it is exactly one unmasked ``single``.
+    """
+    size = len(codes)
+    capacity = size // 2 + 1
+    starts = np.empty(capacity, dtype=np.int64)
+    ends = np.empty(capacity, dtype=np.int64)
+    segment_start = np.empty(capacity, dtype=np.bool_)
+    count = 0
+    in_token = False
+    gap_breaks = True
+    gap_length = 0
+    gap_code = np.uint32(0)
+    gap_masked = False
+    newline_open = False
+    for i in range(size):
+        code = codes[i]
+        is_masked = masked[i] != 0
+        kind = classes[code]
+        if kind == _WORD and not is_masked:
+            if not in_token:
+                breaks = gap_breaks or count == 0
+                if count and gap_length == 1 and not gap_masked:
+                    for allowed in single:
+                        if gap_code == allowed:
+                            breaks = False
+                segment_start[count] = breaks
+                starts[count] = i
+                in_token = True
+            continue
+        if in_token:
+            ends[count] = i
+            count += 1
+            in_token = False
+            gap_breaks = False
+            gap_length = 0
+            gap_masked = False
+            newline_open = False
+        gap_length += 1
+        gap_code = code
+        if is_masked:
+            gap_breaks = True
+            gap_masked = True
+        elif kind == _BREAK:
+            gap_breaks = True
+        if paragraph_breaks:
+            if code == _NEWLINE:
+                if newline_open:
+                    gap_breaks = True
+                newline_open = True
+            elif code != _SPACE and code != _TAB and code != _CR:
+                newline_open = False
+    if in_token:
+        ends[count] = size
+        count += 1
+    return starts[:count].copy(), ends[:count].copy(), segment_start[:count].copy()
 
 
 class Tokenizer:
@@ -172,7 +250,7 @@ class Tokenizer:
         self.rules = rules or LinkageRules()
         self._classes = _char_classes(self.rules.break_chars)
         self._mask_res = [re.compile(p) for p in self.rules.mask_patterns]
-        self._single = {ord(c) for c in self.rules.non_breaking_single}
+        self._single = np.array(sorted({ord(c) for c in self.rules.non_breaking_single}), dtype=np.uint32)
 
     def mask_spans(self, text: str) -> list[tuple[int, int]]:
         """The union of all mask-pattern matches, as merged, sorted character intervals."""
@@ -217,54 +295,11 @@ class Tokenizer:
 
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        classes = self._classes[codes]
-        is_word = classes == _WORD
+        masked = np.zeros(len(codes), dtype=np.uint8)
         for start, end in masks:
-            is_word[start:end] = False
-        edges = np.diff(is_word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-        starts = np.flatnonzero(edges == 1)
-        ends = np.flatnonzero(edges == -1)
-        count = len(starts)
-        segment_start = np.zeros(count, dtype=bool)
-        if count:
-            segment_start[0] = True
-            events = [np.flatnonzero(classes == _BREAK)]
-            if self.rules.paragraph_breaks and "\n" in text:
-                events.append(np.fromiter((m.start() for m in PARAGRAPH_END.finditer(text)), dtype=np.int64))
-            if masks:
-                events.append(np.fromiter((s for s, _ in masks), dtype=np.int64, count=len(masks)))
-            breaking = self._breaking_gaps(codes, starts, ends, events, masks)
-            segment_start[breaking] = True
-        raw = [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-        return Tokens(starts=starts, ends=ends, raw=raw, segment_start=segment_start, masks=masks)
-
-    def _breaking_gaps(
-        self,
-        codes: np.ndarray,
-        starts: np.ndarray,
-        ends: np.ndarray,
-        events: list[np.ndarray],
-        masks: list[tuple[int, int]],
-    ) -> np.ndarray:
-        """Indices ``j`` of tokens whose preceding gap breaks, from break-event positions."""
-        positions = np.concatenate(events).astype(np.int64)
-        gap_after = np.searchsorted(starts, positions, side="right")  # token following the event's gap
-        inner = (gap_after > 0) & (gap_after < len(starts))
-        positions, gap_after = positions[inner], gap_after[inner]
-        if self._single and len(positions):
-            # A gap of exactly one '.' or ',' joins, unless a mask covers that character.
-            event_codes = codes[positions]
-            one_char = np.zeros(len(positions), dtype=bool)
-            for code in self._single:
-                one_char |= event_codes == code
-            one_char &= starts[gap_after] - ends[gap_after - 1] == 1
-            if masks and one_char.any():
-                mask_starts = np.fromiter((s for s, _ in masks), dtype=np.int64, count=len(masks))
-                single = np.flatnonzero(one_char)
-                at = np.minimum(np.searchsorted(mask_starts, positions[single]), len(mask_starts) - 1)
-                one_char[single[mask_starts[at] == positions[single]]] = False
-            gap_after = gap_after[~one_char]
-        return gap_after
+            masked[start:end] = 1
+        starts, ends, segment_start = _scan_codes(codes, self._classes, masked, self._single, self.rules.paragraph_breaks)
+        return Tokens(starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks)
 
     def search_form(self, raw: str) -> str:
         """SPEC §1: ``NFKC(token).casefold()`` (per the configured rules)."""

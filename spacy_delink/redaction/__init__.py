@@ -7,7 +7,15 @@ from .baselines import attack_auc, logreg_word_weights
 from .component import DelinkRedactor, make_redactor
 from .embeddings import DocTensorEmbedder, TransformerEncoder
 from .evaluation import PrivacySettings, plot_privacy_curve, privacy_curve
-from .privacy import DivergenceEstimate, renyi_divergence, zcdp_epsilon
+from .privacy import (
+    DivergenceEstimate,
+    bounding_epsilon,
+    gaussian_divergence,
+    knn_divergence,
+    paper_estimate,
+    renyi_divergence,
+    zcdp_epsilon,
+)
 from .ranker import RankerSettings, train_ranker
 
 __all__ = [
@@ -18,8 +26,12 @@ __all__ = [
     "RankerSettings",
     "TransformerEncoder",
     "attack_auc",
+    "bounding_epsilon",
+    "gaussian_divergence",
+    "knn_divergence",
     "logreg_word_weights",
     "make_redactor",
+    "paper_estimate",
     "plot_privacy_curve",
     "privacy_curve",
     "renyi_divergence",

@@ -1,9 +1,15 @@
 """The ``delink_redactor`` spaCy component: mask the share of a text's words that most reveals its source.
 
-Three interchangeable ways to rank words (lowest score = redacted first):
-``ranker`` (the learned network), ``logreg`` (the TF-IDF logistic-regression baseline) and
-``random``. Each sets ``token._.delink_redaction_score``, ``doc.spans["redacted"]`` and
+Four interchangeable ways to rank words (lowest score = redacted first): ``ranker`` (the
+learned network), ``logreg`` (TF-IDF logistic regression, largest |weight| first: words
+that point to either collection), ``logreg_d0`` (the paper's baseline: largest weight
+towards the sensitive collection first) and ``random``. Each sets
+``token._.delink_redaction_score``, ``doc.spans["redacted"]`` and
 ``doc._.delink_redacted_text``, and is saved and loaded with the pipeline.
+
+The component works in ``nlp.pipe(texts, n_process=2)``: it pickles as data (the ranker
+as bytes, the encoder reloaded in the worker) and runs torch on one thread in a forked
+worker, whose inherited thread pool would otherwise hang.
 """
 from __future__ import annotations
 
@@ -23,10 +29,11 @@ from ..components.extensions import register
 from ..errors import DelinkError, InputError
 from ..io import read_jsonl
 from .baselines import logreg_word_weights
-from .embeddings import EMBEDDERS, WordEmbedder, make_word_embedder, word_token_indices
+from .embeddings import EMBEDDERS, WordEmbedder, fork_safe_torch, make_word_embedder, word_token_indices
 from .ranker import RankerSettings, build_ranker_net, redaction_count, train_ranker, wrap_ranker
 
-METHODS = ("ranker", "logreg", "random")
+METHODS = ("ranker", "logreg", "logreg_d0", "random")
+LOGREG_METHODS = ("logreg", "logreg_d0")
 SPAN_KEY = "redacted"
 SPAN_LABEL = "REDACTED"
 
@@ -36,6 +43,7 @@ register(Doc, "delink_redacted_text")
 
 @Language.factory(
     "delink_redactor",
+    assigns=["token._.delink_redaction_score", "doc.spans", "doc._.delink_redacted_text"],
     default_config={
         "method": "ranker",
         "fraction": 0.2,
@@ -112,6 +120,23 @@ class DelinkRedactor:
     def is_trained(self) -> bool:
         return self.method == "random" or bool(self.word_weights) or self.ranker is not None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle as data (spaCy's ``n_process`` workers under spawn): the ranker as bytes, no loaded encoder."""
+        state = dict(self.__dict__)
+        state["_embedder"] = None
+        if self.ranker is not None:
+            state["ranker"] = self.ranker.to_bytes()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("ranker"), bytes):
+            state["ranker"] = self._empty_ranker(state["ranker_shape"]).from_bytes(state["ranker"])
+        self.__dict__.update(state)
+
+    @staticmethod
+    def _empty_ranker(shape: dict[str, Any]) -> Any:
+        return wrap_ranker(build_ranker_net(shape["width"], shape["hidden_width"], shape["dropout"]))
+
     @property
     def embedder(self) -> WordEmbedder:
         """The word embedder, loaded on first use (the baselines never need it)."""
@@ -159,13 +184,13 @@ class DelinkRedactor:
         """
         if not sensitive or not safe:
             raise InputError(f"{self.name}: training needs Docs on both the sensitive and the safe side")
-        if self.method == "logreg":
+        if self.method in LOGREG_METHODS:
             self.word_weights = logreg_word_weights(
                 [[doc[i].text for i in word_token_indices(doc)] for doc in sensitive],
                 [[doc[i].text for i in word_token_indices(doc)] for doc in safe],
                 seed=self.seed,
             )
-            self.training = {"method": "logreg", "vocabulary": len(self.word_weights)}
+            self.training = {"method": self.method, "vocabulary": len(self.word_weights)}
         elif self.method == "ranker":
             if self.fraction == 0.0:
                 raise InputError(f"{self.name}: fraction=0 redacts nothing, so there is no ranker to train")
@@ -180,7 +205,7 @@ class DelinkRedactor:
             self.training = {
                 "method": "ranker",
                 "settings": settings.to_dict(),
-                "best_epoch": result.best_epoch,
+                "steps": result.steps,
                 "seconds": round(result.seconds, 3),
                 "history": result.history,
             }
@@ -200,15 +225,17 @@ class DelinkRedactor:
                 )
                 for doc in docs
             ]
-        if self.method == "logreg":
+        if self.method in LOGREG_METHODS:
+            weigh = abs if self.method == "logreg" else float
             return [
-                -np.array([self.word_weights.get(doc[i].text.lower(), 0.0) for i in word_token_indices(doc)])
+                -np.array([weigh(self.word_weights.get(doc[i].text.lower(), 0.0)) for i in word_token_indices(doc)])
                 for doc in docs
             ]
         embeddings = embeddings if embeddings is not None else self.embedder.embed_docs(docs)
         lengths = [len(e) for e in embeddings]
         if not sum(lengths):
             return [np.zeros(0) for _ in docs]
+        fork_safe_torch()
         stacked = np.ascontiguousarray(np.concatenate(embeddings), dtype=np.float32)
         scores = np.asarray(self.ranker.predict(stacked)).reshape(-1)
         return np.split(scores.astype(np.float64), np.cumsum(lengths)[:-1])
@@ -254,6 +281,12 @@ class DelinkRedactor:
     def _state(self) -> dict[str, Any]:
         return {"method": self.method, "ranker_shape": self.ranker_shape, "training": self.training}
 
+    def _load_state(self, state: dict[str, Any], source: str) -> None:
+        """Take the saved data, refusing data saved for another method than the config names."""
+        if state["method"] != self.method:
+            raise InputError(f"{source}: saved for method={state['method']} but the pipeline config says {self.method}")
+        self.ranker_shape, self.training = state["ranker_shape"], state["training"]
+
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> None:
         serializers: dict[str, Callable[[Path], Any]] = {"cfg.json": lambda p: srsly.write_json(p, self._state())}
         if self.word_weights:
@@ -264,18 +297,26 @@ class DelinkRedactor:
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> "DelinkRedactor":
         path = Path(path)
-        state = srsly.read_json(path / "cfg.json")
-        if state["method"] != self.method:
-            raise InputError(f"{path}: saved for method={state['method']} but the pipeline config says {self.method}")
-        self.ranker_shape, self.training = state["ranker_shape"], state["training"]
+        self._load_state(srsly.read_json(path / "cfg.json"), str(path))
         readers: dict[str, Callable[[Path], Any]] = {}
         if (path / "word_weights.json").exists():
             readers["word_weights.json"] = lambda p: setattr(self, "word_weights", srsly.read_json(p))
         if (path / "ranker.bin").exists():
-            shape = self.ranker_shape
-            model = wrap_ranker(build_ranker_net(shape["width"], shape["hidden_width"], shape["dropout"]))
+            model = self._empty_ranker(self.ranker_shape)
             readers["ranker.bin"] = lambda p: setattr(self, "ranker", model.from_bytes(p.read_bytes()))
         read_parts(path, readers, exclude)
+        return self
+
+    def to_bytes(self, *, exclude: Iterable[str] = ()) -> bytes:
+        """The same data as :meth:`to_disk`, for ``nlp.to_bytes()``."""
+        ranker = self.ranker.to_bytes() if self.ranker is not None else None
+        return srsly.msgpack_dumps({"cfg": self._state(), "word_weights": self.word_weights, "ranker": ranker})
+
+    def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "DelinkRedactor":
+        message = srsly.msgpack_loads(data)
+        self._load_state(message["cfg"], f"{self.name} bytes")
+        self.word_weights = dict(message["word_weights"])
+        self.ranker = None if message["ranker"] is None else self._empty_ranker(self.ranker_shape).from_bytes(message["ranker"])
         return self
 
 

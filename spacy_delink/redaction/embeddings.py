@@ -7,6 +7,8 @@ instead through ``doc.tensor``. torch and transformers are imported only when an
 """
 from __future__ import annotations
 
+import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
@@ -21,6 +23,32 @@ if TYPE_CHECKING:
     import torch
 
 EMBEDDERS = ("minilm", "spacy")
+_forked = False
+
+
+def _mark_forked() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_mark_forked)
+
+
+def fork_safe_torch() -> None:
+    """Make torch usable in a process forked from one that used it (spaCy's ``n_process`` workers).
+
+    torch's CPU thread pool (GNU OpenMP) does not survive a fork: the child's first
+    parallel operation waits forever on threads that no longer exist. A forked child
+    therefore runs torch on one thread, which also keeps n workers from each claiming
+    every core. Called before every torch operation of this package; a no-op elsewhere.
+    """
+    global _forked
+    if _forked:
+        _forked = False
+        if "torch" in sys.modules:
+            import torch
+
+            torch.set_num_threads(1)
 
 
 def word_token_indices(doc: Doc) -> list[int]:
@@ -47,6 +75,7 @@ def _load_transformer(model_path: str) -> tuple[Any, Any]:
             f"learned redaction needs torch and transformers ({err}); install them with "
             "pip install 'spacy-delink[redaction]'"
         ) from None
+    fork_safe_torch()
     path = Path(model_path)
     if not (path / "config.json").exists():
         raise InputError(f"{path}: no transformer model here (config.json missing); pass a sentence-transformer folder")
@@ -88,6 +117,7 @@ class TransformerEncoder:
     def _hidden_states(self, encoding: Any) -> "torch.Tensor":
         import torch
 
+        fork_safe_torch()
         with torch.inference_mode():
             inputs = {key: encoding[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoding}
             return self.model(**inputs).last_hidden_state

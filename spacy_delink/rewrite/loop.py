@@ -48,9 +48,12 @@ class RewriteResult:
         return any(edit["by"] == "mask" for edit in self.edits)
 
     def apply(self, replacements: list[tuple[int, int, str]], by: str) -> None:
-        """Apply non-overlapping replacements as a new pass (no-op when empty)."""
-        if not replacements:
-            return
+        """Apply non-overlapping replacements as a new pass.
+
+        Every pass counts, also one that changes nothing (an LLM pass whose answers were
+        all rejected or never came): ``passes`` says how often the document went through
+        detect → change, so its edits' ``pass`` numbers may skip the passes without edits.
+        """
         self.passes += 1
         pieces, cursor = [], 0
         for start, end, replacement in sorted(replacements):
@@ -86,6 +89,10 @@ class RewriteLoop:
     mask: str
     granularity: str
     stats: Counter[str]
+    #: An LLM pass in which a span got no answer (endpoint down, failed call) is an error, not a mask.
+    require_llm: bool = False
+    #: The model's failure counts, for the require_llm error message.
+    failures: Callable[[], Counter[str]] = Counter
 
     def run(self, texts: list[str]) -> list[RewriteResult]:
         """Protect a batch of texts; the LLM passes send all their requests together."""
@@ -100,13 +107,28 @@ class RewriteLoop:
                 break
             self._ask(pending, pass_no)
         for result in results:
-            while not result.protected:
-                result.apply([(s, e, self.mask) for s, e in mask_ranges(result.detection, self.granularity)], "mask")
-                result.detection = self.detect(result.text)
+            self._mask_until_protected(result)
             self._verify(result)
             self.stats["documents"] += 1
             self.stats["with_mask" if result.masked else "rewritten" if result.edits else "unchanged"] += 1
         return results
+
+    def _mask_until_protected(self, result: RewriteResult) -> None:
+        """Mask what the flagging strategy chooses (``linkage.cover``), pass after pass.
+
+        Between mask passes the detection is updated incrementally (``Detection.after_mask``:
+        no lookup is repeated); once it finds nothing, the text is detected from scratch,
+        and masking goes on from that detection should it still find something.
+        """
+        while not result.protected:
+            ranges = mask_ranges(result.detection, self.granularity)
+            if not ranges:
+                raise DelinkError(f"{self.name}: the {result.detection.flagging} cover chose nothing to mask in a linkable text (a bug; please report)")
+            result.apply([(s, e, self.mask) for s, e in ranges], "mask")
+            detection = result.detection.after_mask(ranges, result.text, self.granularity)
+            result.detection = self.detect(result.text) if detection.protected else detection
+            if detection.protected and not result.protected:
+                logger.warning("%s: a full detection found what the incremental one missed; masking on", self.name)
 
     def _ask(self, pending: list[RewriteResult], pass_no: int) -> None:
         """One LLM pass over every pending document; accepted rewrites are re-detected."""
@@ -118,13 +140,22 @@ class RewriteLoop:
             for r in pending
         ]
         rejected: Counter[str] = Counter()
-        for result, answered in zip(pending, self.llm().pipe(requests, batch_size=len(requests))):
-            outcome = answered.user_data[RESULT_KEY]
+        outcomes = [answered.user_data[RESULT_KEY] for answered in self.llm().pipe(requests, batch_size=len(requests))]
+        for outcome in outcomes:
             rejected.update({reason: n for reason, n in outcome["rejected"].items() if n})
-            if outcome["accepted"]:
-                result.apply([(s, e, r) for s, e, r in outcome["accepted"]], "llm")
-                result.detection = self.detect(result.text)
         self.stats.update({f"rejected_{reason}": n for reason, n in rejected.items()})
+        if self.require_llm and rejected["no_response"]:
+            asked = sum(len(outcome["accepted"]) + sum(outcome["rejected"].values()) for outcome in outcomes)
+            model = ", ".join(f"{k} {v}" for k, v in sorted(self.failures().items()) if not k.startswith("rejected_"))
+            raise DelinkError(
+                f"{self.name}: require_llm is set but {rejected['no_response']} of {asked} span(s) in LLM pass {pass_no} "
+                f"got no answer from the model ({model or 'empty answers'}); nothing of this batch is written. "
+                "Check the endpoint (docs/llm.md) or drop --require-llm / require_llm to fall back to masks"
+            )
+        for result, outcome in zip(pending, outcomes):
+            result.apply([(s, e, r) for s, e, r in outcome["accepted"]], "llm")
+            if outcome["accepted"]:
+                result.detection = self.detect(result.text)
         if rejected:
             logger.warning(
                 "pass %d: %d rewrite(s) rejected (%s); those spans stay flagged",
@@ -134,4 +165,4 @@ class RewriteLoop:
     def _verify(self, result: RewriteResult) -> None:
         """SPEC §7 on exactly the text returned (a detection of an older text would not do)."""
         if result.detection.text != result.text or not result.detection.protected:
-            raise DelinkError(f"{self.name}: output failed the SPEC §7 check after {result.passes} passes (a bug; please report)")
+            raise DelinkError(f"{self.name}: output failed the protection check (docs/linkage-rules.md §7) after {result.passes} passes (a bug; please report)")

@@ -5,16 +5,19 @@ each minimal linkable span breaks every linkable n-gram (each contains a minimal
 creates none (the n-grams left are pieces of old ones). The fewest such tokens is a
 minimum interval-stabbing problem, solved exactly by the greedy "stab at the right end of
 the earliest-ending span"; any token between the last start and that right end hits the
-same spans, and the rarest of them is masked. Combinations can reappear from the shorter
-frequent pieces a mask leaves, hence the loop's repeated detect-and-mask.
+same spans, and the rarest of them is masked. Which spans to break is the flagging
+strategy's choice (``linkage.cover``); combinations can reappear from the shorter frequent
+pieces a mask leaves, hence the loop's repeated detect-and-mask.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
+import numba as nb
 import numpy as np
 
-from ..linkage.attack import Detection
+if TYPE_CHECKING:
+    from ..linkage.attack import Detection
 
 GRANULARITIES = ("token", "span")
 
@@ -33,17 +36,31 @@ def stab(intervals: np.ndarray, rarity: np.ndarray) -> list[int]:
     pairs = pairs[np.lexsort((-pairs[:, 1], pairs[:, 0]))]
     later_min_end = np.minimum.accumulate(pairs[::-1, 1])[::-1]
     contains_another = np.append(later_min_end[1:] <= pairs[:-1, 1], False)
-    starts, ends = pairs[~contains_another, 0], pairs[~contains_another, 1]
-    chosen = []
+    return _stab_points(
+        np.ascontiguousarray(pairs[~contains_another, 0]), np.ascontiguousarray(pairs[~contains_another, 1]),
+        np.ascontiguousarray(rarity, dtype=np.int64),
+    ).tolist()
+
+
+@nb.njit(cache=True, nogil=True)
+def _stab_points(starts: np.ndarray, ends: np.ndarray, rarity: np.ndarray) -> np.ndarray:
+    """The greedy of ``stab`` over intervals sorted by start (and so by end)."""
+    chosen = np.empty(len(starts), dtype=np.int64)
+    count = 0
     i = 0
     while i < len(starts):
-        right = int(ends[i])
-        j = int(np.searchsorted(starts, right, side="right"))
-        left = int(starts[j - 1])
-        window = rarity[left : right + 1]
-        chosen.append(right - int(np.argmin(window[::-1])))
+        right = ends[i]
+        j = i
+        while j < len(starts) and starts[j] <= right:
+            j += 1
+        best = right
+        for point in range(right, starts[j - 1] - 1, -1):
+            if rarity[point] < rarity[best]:
+                best = point
+        chosen[count] = best
+        count += 1
         i = j
-    return chosen
+    return chosen[:count]
 
 
 def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -57,10 +74,14 @@ def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(start, end) for start, end in merged]
 
 
-def mask_ranges(detection: Detection, granularity: str) -> list[tuple[int, int]]:
-    """Character ranges to mask: one token per flagged span ("token") or whole spans ("span")."""
+def mask_ranges(detection: "Detection", granularity: str) -> list[tuple[int, int]]:
+    """Character ranges to mask for the detection's flagging strategy (``linkage.cover``).
+
+    "token": the fewest tokens that hit every range the cover rewrites (the cover's own
+    cost); "span": every token of those ranges.
+    """
     tokens = detection.analysis.tokens
-    intervals = np.array([(o.token, o.token + o.n - 1) for o in detection.to_rephrase()], dtype=np.int64)
+    intervals = detection.cover(granularity).intervals
     if not len(intervals):
         return []
     if granularity == "span":

@@ -1,21 +1,35 @@
-"""``delink protect``: stream a JSONL file through the rewriter, resumably and without loss."""
+"""``delink protect``: stream a JSONL file through the rewriter, resumably and without loss.
+
+Everything that can be checked is checked before the output is touched: the output path
+(not the input, not a directory, writable), every input line (an id, a text, valid
+Unicode; ids unique) and an existing output, which must hold only records of this input
+protected under exactly the current settings (``protected_under``: the index's key id,
+size and rules, k, arity). Only then is the output opened, and each batch is appended
+and fsynced before the next starts.
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import IO, Any, Iterator, Optional
 
 import spacy
 from thinc.api import ConfigValidationError
 from tqdm import tqdm
 
 from ..components.rewriter import FACTORY, DelinkRewriter
+from ..corpus import DocId, check_doc_id
 from ..errors import InputError
-from ..io import JsonlStats, atomic_write, dumps_jsonl_line, read_jsonl
+from ..io import JsonlStats, atomic_write, dumps_jsonl_line, read_jsonl, refuse_same_file
+
+#: The record field that says under what a text was protected.
+PROTECTED_UNDER = "protected_under"
 
 
 @dataclass
@@ -28,10 +42,18 @@ class ProtectSummary:
     with_mask: int = 0
     unchanged: int = 0
     llm_calls: int = 0
+    #: Model calls that gave no answer, by kind (failed_timeout, failed_endpoint_down, ...).
     failures: Counter[str] = field(default_factory=Counter)
+    #: Answers refused by the task's checks, by reason (rejected_echo, rejected_url, ...).
+    rejected: Counter[str] = field(default_factory=Counter)
     skipped_lines: list[int] = field(default_factory=list)
     repaired_last_line: bool = False
     seconds: float = 0.0
+
+    @property
+    def endpoint_down(self) -> int:
+        """Prompts not sent because the circuit breaker held the endpoint for down."""
+        return self.failures["failed_endpoint_down"]
 
 
 #: Configs shipped with the package, by the short name ``--config`` accepts.
@@ -50,10 +72,28 @@ def resolve_config(config: Path) -> Path:
     raise InputError(f"config {config} not found; pass an existing file or a shipped config name ({names})")
 
 
-def load_rewriter(index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path]) -> DelinkRewriter:
-    """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default."""
-    settings = {"index": str(index), "k": k, "arity": arity, "key_file": str(key_file) if key_file else None}
+def load_rewriter(
+    index: Path,
+    k: int,
+    arity: int,
+    config: Optional[Path],
+    key_file: Optional[Path],
+    require_llm: bool = False,
+    flagging: Optional[str] = None,
+) -> DelinkRewriter:
+    """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
+
+    ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given.
+    """
+    settings: dict[str, Any] = {
+        "index": str(index), "k": k, "arity": arity, "key_file": str(key_file) if key_file else None,
+        "require_llm": require_llm,
+    }
+    if flagging is not None:
+        settings["flagging"] = flagging
     if config is None:
+        if require_llm:
+            raise InputError("--require-llm needs a config with an LLM model, e.g. --config openai (docs/llm.md)")
         nlp = spacy.blank("en")
         rewriter = nlp.add_pipe(FACTORY, config=settings)
     else:
@@ -74,42 +114,139 @@ def load_rewriter(index: Path, k: int, arity: int, config: Optional[Path], key_f
     return rewriter
 
 
-def done_ids(output: Path) -> tuple[set[Any], bool]:
-    """Ids already in ``output``; a half-written last line (a crash) is cut off first."""
+def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
+    """Under what the rewriter protects: a resumed run accepts only records with exactly this.
+
+    The index is named by its key id (a fresh secret per build), document count and a
+    digest of its linkage rules; then k, arity and the flagging strategy.
+    """
+    index = rewriter.index
+    rules = json.dumps(index.rules.to_dict(), sort_keys=True, ensure_ascii=False)
+    return {
+        "index": index.manifest["key_id"],
+        "documents": index.documents,
+        "rules": hashlib.sha256(rules.encode("utf-8")).hexdigest()[:16],
+        "k": rewriter.k,
+        "arity": rewriter.arity,
+        "flagging": rewriter.flagging,
+    }
+
+
+def _unicode_problem(value: str) -> Optional[str]:
+    """Where ``value`` stops being encodable text (a lone surrogate such as \\ud800), if anywhere."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"a lone surrogate (\\u{ord(value[err.start]):04x}) at character {err.start}"
+    return None
+
+
+def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[int, DocId, str]]:
+    """``(line, id, text)`` of each valid line; an invalid one stops the run or, with ``skip_invalid``, is counted.
+
+    Ids follow the rule every command shares (``corpus.check_doc_id``: given, never invented).
+    """
+    for record in read_jsonl(input_path, skip_invalid, stats):
+        where = f"{input_path}:{stats.lines}"
+        try:
+            doc_id = check_doc_id(record.get("id"), where)
+            text = record.get("text")
+            if not isinstance(text, str):
+                raise InputError(f"{where}: missing or invalid \"text\" (a string); fix the line or pass --skip-invalid")
+            broken = _unicode_problem(text)
+            if broken:
+                raise InputError(
+                    f"{where}: the text holds {broken}, which is not Unicode text (a broken \\u escape); "
+                    "fix the line or pass --skip-invalid"
+                )
+        except InputError:
+            if not skip_invalid:
+                raise
+            stats.skipped.append(stats.lines)
+            continue
+        yield stats.lines, doc_id, text
+
+
+def scan_input(input_path: Path, skip_invalid: bool) -> tuple[dict[DocId, int], list[int]]:
+    """Every valid id with its line, and the skipped lines; duplicate ids are refused."""
+    stats = JsonlStats()
+    lines: dict[DocId, int] = {}
+    for line, doc_id, _ in _documents(input_path, skip_invalid, stats):
+        if doc_id in lines:
+            raise InputError(
+                f"{input_path}:{line}: duplicate id {doc_id!r} (first on line {lines[doc_id]}); "
+                "ids must be unique, or the second text would never be protected"
+            )
+        lines[doc_id] = line
+    return lines, stats.skipped
+
+
+def check_output_path(output: Path, input_path: Path) -> None:
+    """Refuse an output that cannot be written, before anything is read or created."""
+    refuse_same_file([input_path], output)
+    if output.is_dir():
+        raise InputError(f"--output {output} is a directory; give a file path such as {output / 'protected.jsonl'}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=output.parent):
+            pass
+        if output.exists():
+            open(output, "ab").close()  # appending nothing changes nothing
+    except OSError as err:
+        raise InputError(f"--output {output}: cannot write there ({err.strerror or err}); choose a writable location") from None
+
+
+def _settings_text(settings: Any) -> str:
+    if not isinstance(settings, dict):
+        return repr(settings)
+    return ", ".join(f"{key}={value}" for key, value in settings.items())
+
+
+def read_done(output: Path, expected: dict[str, Any], input_ids: dict[Any, int]) -> tuple[set[Any], bool]:
+    """Ids already protected in ``output`` under ``expected``; any other record is refused.
+
+    A half-written last line (a crash) is cut off, but only once every complete line
+    passed: a file that is refused is left exactly as it was.
+    """
     if not output.exists():
         return set(), False
     data = output.read_bytes()
-    repaired = bool(data) and not data.endswith(b"\n")
-    if repaired:
-        with atomic_write(output, "wb") as handle:
-            handle.write(data[: data.rfind(b"\n") + 1])
-    ids = set()
-    for line_no, line in enumerate(output.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    complete = data[: data.rfind(b"\n") + 1]
+    how = "write to a new --output, or rerun with the settings that file was made with"
+    done: set[Any] = set()
+    for line_no, raw in enumerate(complete.splitlines(), start=1):
+        if not raw.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(raw)
         except ValueError:
             record = None
+        where = f"{output}:{line_no}"
         if not isinstance(record, dict) or "id" not in record:
-            raise InputError(f"{output}:{line_no}: not a `delink protect` record; move the file away or fix the line")
-        ids.add(record["id"])
-    return ids, repaired
-
-
-def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[Any, str]]:
-    for record in read_jsonl(input_path, skip_invalid, stats):
-        doc_id, text = record.get("id"), record.get("text")
-        problem = (
-            "missing or invalid \"id\" (a string or integer)" if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool)
-            else "missing or invalid \"text\" (a string)" if not isinstance(text, str) else ""
-        )
-        if isinstance(text, str) and not problem:
-            yield doc_id, text
-        elif skip_invalid:
-            stats.skipped.append(stats.lines)
-        else:
-            raise InputError(f"{input_path}:{stats.lines}: {problem}; fix the line or pass --skip-invalid")
+            raise InputError(f"{where}: not a `delink protect` record; {how}")
+        if PROTECTED_UNDER not in record:
+            raise InputError(
+                f"{where}: not a `delink protect` record (no {PROTECTED_UNDER!r}: an input, an assess result or "
+                f"the output of an older spacy-delink); {how}"
+            )
+        if record[PROTECTED_UNDER] != expected:
+            raise InputError(
+                f"{where}: protected under {_settings_text(record[PROTECTED_UNDER])}, but this run protects under "
+                f"{_settings_text(expected)}; {how}"
+            )
+        if record.get("protected") is not True or not isinstance(record.get("text"), str):
+            raise InputError(f"{where}: a record that is not marked protected; {how}")
+        doc_id = record["id"]
+        if doc_id not in input_ids:
+            raise InputError(f"{where}: id {doc_id!r} is not in the input, so this output belongs to another input; {how}")
+        if doc_id in done:
+            raise InputError(f"{where}: id {doc_id!r} appears twice; the file was edited by hand, {how}")
+        done.add(doc_id)
+    repaired = len(complete) < len(data)
+    if repaired:
+        with atomic_write(output, "wb") as handle:
+            handle.write(complete)
+    return done, repaired
 
 
 def protect_file(
@@ -122,46 +259,56 @@ def protect_file(
 ) -> ProtectSummary:
     """Stream ``input_path`` through the rewriter, appending one record per document to ``output``.
 
-    Resumable: ids already in ``output`` are skipped. Each batch is flushed and fsynced
-    before the next starts, so a crash loses at most the batch in flight.
+    Resumable: documents already in ``output`` (protected under the same settings) are
+    skipped. Each batch is flushed and fsynced before the next starts, so a crash loses
+    at most the batch in flight.
     """
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
     started = time.perf_counter()
     summary = ProtectSummary()
-    seen, summary.repaired_last_line = done_ids(output)
-    stats = JsonlStats()
-    output.parent.mkdir(parents=True, exist_ok=True)
+    check_output_path(output, input_path)
+    input_ids, summary.skipped_lines = scan_input(input_path, skip_invalid)
+    settings = protection_settings(rewriter)
+    seen, summary.repaired_last_line = read_done(output, settings, input_ids)
+    handle: Optional[IO[str]] = None
     bar = tqdm(desc="protect", unit="doc", disable=not progress)
-    with open(output, "a", encoding="utf-8") as handle:
 
-        def flush(batch: list[tuple[Any, str]]) -> None:
-            for (doc_id, _), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
-                handle.write(dumps_jsonl_line({"id": doc_id, **result.record()}))
-            handle.flush()
-            os.fsync(handle.fileno())
-            bar.update(len(batch))
+    def flush(batch: list[tuple[Any, str]]) -> None:
+        nonlocal handle
+        results = rewriter.rewrite_texts([text for _, text in batch])
+        if handle is None:
+            handle = open(output, "a", encoding="utf-8")  # only now: an early error leaves no file
+        for (doc_id, _), result in zip(batch, results):
+            handle.write(dumps_jsonl_line({"id": doc_id, **result.record(), PROTECTED_UNDER: settings}))
+        handle.flush()
+        os.fsync(handle.fileno())
+        bar.update(len(batch))
 
+    try:
         batch: list[tuple[Any, str]] = []
-        for doc_id, text in _documents(input_path, skip_invalid, stats):
+        for line, doc_id, text in _documents(input_path, skip_invalid, JsonlStats()):
+            if input_ids.get(doc_id) != line:
+                raise InputError(f"{input_path}:{line}: the file changed while protect ran; rerun it (the run resumes)")
             if doc_id in seen:
                 summary.already_done += 1
                 continue
-            seen.add(doc_id)
             batch.append((doc_id, text))
             if len(batch) == batch_size:
                 flush(batch)
                 batch = []
         if batch:
             flush(batch)
-    bar.close()
+    finally:
+        bar.close()
+        if handle is not None:
+            handle.close()
     summary.documents = rewriter.stats["documents"]
     summary.rewritten = rewriter.stats["rewritten"]
     summary.with_mask = rewriter.stats["with_mask"]
     summary.unchanged = rewriter.stats["unchanged"]
     summary.llm_calls = rewriter.llm_calls()
-    summary.failures = rewriter.failures()
-    summary.skipped_lines = stats.skipped
+    for name, count in rewriter.failures().items():
+        (summary.rejected if name.startswith("rejected_") else summary.failures)[name] += count
     summary.seconds = time.perf_counter() - started
     return summary
-

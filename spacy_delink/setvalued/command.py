@@ -1,4 +1,11 @@
-"""The `delink setanon` job: read records, anonymize (or extend a release), verify, write atomically."""
+"""The `delink setanon` job: read records, anonymize (or extend a release), verify, write atomically.
+
+With ``threads`` the release holds one line per thread and nothing that links the
+threads of one user: no id, no thread number, and the lines sorted by their items (the
+input order would link them too). Every line is then k-anonymous on its own; a user's
+threads published under one id would form a per-user set that k-anonymity of each
+thread does not protect (tests/test_setvalued.py builds such a log).
+"""
 from __future__ import annotations
 
 import time
@@ -6,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable, Iterable
 
-from ..errors import InputError
-from ..io import atomic_write, dumps_jsonl_line, read_jsonl
-from .core import Method, SetAnonymization, anonymize_sets, check_k, check_k_value, check_method, verify_k_anonymous
+from ..errors import DelinkError, InputError
+from ..io import atomic_write, dumps_jsonl_line, read_jsonl, refuse_same_file
+from .core import SetAnonymization, anonymize_sets, check_k, check_k_value, check_method, verify_k_anonymous
+from .km import anonymize_km, check_m, verify_km_anonymous
 from .online import extend_release
 from .records import Duplicates, LoadReport, SetRecord, TermNormalizer, load_set_records, read_dat
 
@@ -47,18 +55,22 @@ def read_published(path: str | Path) -> list[frozenset[Hashable]]:
     return sets
 
 
-def write_release(path: Path, records: list[SetRecord], release: SetAnonymization) -> None:
-    """JSONL ``{"id", ["thread"], "items"}`` per record, or `.dat` lines in record order."""
+def write_release(path: Path, records: list[SetRecord], release: SetAnonymization, unlinked: bool = False) -> None:
+    """JSONL ``{"id", "items"}`` per record, or `.dat` lines, in record order.
+
+    ``unlinked`` (thread releases) writes ``{"items"}`` lines only, sorted by their items.
+    """
+    published = [_sorted_items(items) for items in release.published]
+    if unlinked:
+        published.sort(key=lambda items: [(isinstance(item, str), str(item)) for item in items])
     with atomic_write(path) as handle:
-        for record, items in zip(records, release.published):
+        for record, items in zip(records, published):
             if _is_dat(path):
-                handle.write(" ".join(map(str, _sorted_items(items))) + "\n")
-                continue
-            line: dict[str, object] = {"id": record.id}
-            if record.thread is not None:
-                line["thread"] = record.thread
-            line["items"] = _sorted_items(items)
-            handle.write(dumps_jsonl_line(line))
+                handle.write(" ".join(map(str, items)) + "\n")
+            elif unlinked:
+                handle.write(dumps_jsonl_line({"items": items}))
+            else:
+                handle.write(dumps_jsonl_line({"id": record.id, "items": items}))
 
 
 def setanon_file(
@@ -66,7 +78,9 @@ def setanon_file(
     output: Path,
     k: int,
     *,
-    method: Method = "cluster",
+    method: str = "cluster",
+    deletions_only: bool = False,
+    m: int = 2,
     threads: bool = False,
     model: str | None = None,
     keep_stop_words: bool = False,
@@ -78,12 +92,23 @@ def setanon_file(
     skip_invalid: bool = False,
     progress: bool = True,
 ) -> SetanonSummary:
-    """Anonymize ``input_path`` into ``output``; with ``extend``, add to that release unchanged."""
+    """Anonymize ``input_path`` into ``output``; with ``extend``, add to that release unchanged.
+
+    ``method`` is ``cluster`` or ``suppress`` (k-anonymity of whole sets, ``deletions_only``
+    publishing intersections) or ``km`` (k^m-anonymity against an adversary who knows at
+    most ``m`` items, by deletions).
+    """
     start = time.perf_counter()
     check_k_value(k)
-    check_method(method)
-    if output.resolve() == input_path.resolve():
-        raise InputError(f"--output {output} is the input file; choose another path")
+    if method == "km":
+        check_m(m)
+        if extend is not None:
+            raise InputError("--extend works with k-anonymous releases (--method cluster or suppress), not --method km")
+    else:
+        check_method(method)
+    if deletions_only and extend is not None:
+        raise InputError("--deletions-only cannot --extend: new records join earlier sets, which may add items")
+    refuse_same_file([input_path, *([extend] if extend is not None else [])], output)
     if bucket_size < 2:
         raise InputError(f"--bucket-size must be at least 2 (got {bucket_size})")
     normalizer = None
@@ -102,11 +127,19 @@ def setanon_file(
         previous = read_published(extend)
         release = extend_release(previous, item_sets, k, bucket_size=bucket_size)
         verify_k_anonymous([*previous, *release.published], k)
+    elif method == "km":
+        check_k(k, len(records))
+        release = anonymize_km(item_sets, k, m)
+        verify_km_anonymous(release.published, k, m)
     else:
         check_k(k, len(records))
-        release = anonymize_sets(item_sets, k, method=method, bucket_size=bucket_size, progress=progress)
+        release = anonymize_sets(
+            item_sets, k, method=method, deletions_only=deletions_only, bucket_size=bucket_size, progress=progress  # type: ignore[arg-type]
+        )
         verify_k_anonymous(release.published, k)
-    write_release(output, records, release)
+    if deletions_only and int(release.additions.sum()):
+        raise DelinkError(f"a deletions-only release added {int(release.additions.sum())} items; nothing was written")
+    write_release(output, records, release, unlinked=threads)
     return SetanonSummary(
         load=report,
         groups=release.n_groups,

@@ -81,8 +81,12 @@ def encode(records: Sequence[Iterable[Hashable]]) -> tuple[sp.csr_matrix, list[H
     return matrix, list(index)
 
 
-def majority_centers(rows: sp.csr_matrix, labels: np.ndarray) -> sp.csr_matrix:
-    """One 0/1 row per group label (0..max): items held by more than half of the group."""
+def majority_centers(rows: sp.csr_matrix, labels: np.ndarray, deletions_only: bool = False) -> sp.csr_matrix:
+    """One 0/1 row per group label (0..max): items held by more than half of the group.
+
+    With ``deletions_only`` the items held by every member instead (the intersection), so
+    that publishing the center only deletes items.
+    """
     n_groups = int(labels.max()) + 1
     membership = sp.csr_matrix(
         (np.ones(labels.size, dtype=np.int32), (labels, np.arange(labels.size))),
@@ -90,23 +94,26 @@ def majority_centers(rows: sp.csr_matrix, labels: np.ndarray) -> sp.csr_matrix:
     )
     counts = (membership @ rows).tocsr()
     sizes = np.bincount(labels, minlength=n_groups)
-    keep = counts.data * 2 > np.repeat(sizes, np.diff(counts.indptr))
+    group_sizes = np.repeat(sizes, np.diff(counts.indptr))
+    keep = counts.data == group_sizes if deletions_only else counts.data * 2 > group_sizes
     counts.data = keep.astype(np.int32)
     counts.eliminate_zeros()
     return counts
 
 
-def publish(records: Sequence[Iterable[Hashable]], labels: np.ndarray, k: int) -> SetAnonymization:
-    """Publish each group of ``labels`` as its majority center and verify k-anonymity."""
+def publish(
+    records: Sequence[Iterable[Hashable]], labels: np.ndarray, k: int, deletions_only: bool = False
+) -> SetAnonymization:
+    """Publish each group of ``labels`` as its majority center (or intersection) and verify k-anonymity."""
     rows, vocabulary = encode(records)
-    return _publish_encoded(rows, vocabulary, np.asarray(labels, dtype=np.int64), k)
+    return _publish_encoded(rows, vocabulary, np.asarray(labels, dtype=np.int64), k, deletions_only)
 
 
 def _publish_encoded(
-    rows: sp.csr_matrix, vocabulary: list[Hashable], labels: np.ndarray, k: int
+    rows: sp.csr_matrix, vocabulary: list[Hashable], labels: np.ndarray, k: int, deletions_only: bool = False
 ) -> SetAnonymization:
     _, labels = np.unique(labels, return_inverse=True)
-    centers = majority_centers(rows, labels)
+    centers = majority_centers(rows, labels, deletions_only)
     shared = np.asarray(rows.multiply(centers[labels]).sum(axis=1)).ravel()
     lengths = np.diff(rows.indptr)
     center_lengths = np.diff(centers.indptr)
@@ -122,6 +129,29 @@ def _publish_encoded(
         published=published,
         additions=center_lengths[labels] - shared,
         deletions=lengths - shared,
+    )
+
+
+def release_of(
+    records: Sequence[Iterable[Hashable]], published: Sequence[frozenset[Hashable]], k: int, verify: bool = True
+) -> SetAnonymization:
+    """The release that publishes record i as ``published[i]``, verified k-anonymous unless ``verify`` is off.
+
+    For solvers that choose the published sets themselves rather than a partition (whose
+    callers check their own guarantee when it is not whole-set k-anonymity of these sets
+    alone); the label of a record is the index of its published set in order of first appearance.
+    """
+    if verify:
+        verify_k_anonymous(published, k)
+    index: dict[frozenset[Hashable], int] = {}
+    labels = np.array([index.setdefault(items, len(index)) for items in published], dtype=np.int64)
+    originals = [frozenset(items) for items in records]
+    return SetAnonymization(
+        k=k,
+        labels=labels,
+        published=list(published),
+        additions=np.array([len(p - o) for p, o in zip(published, originals)], dtype=np.int64),
+        deletions=np.array([len(o - p) for p, o in zip(published, originals)], dtype=np.int64),
     )
 
 
@@ -283,6 +313,7 @@ def anonymize_sets(
     k: int,
     *,
     method: Method = "cluster",
+    deletions_only: bool = False,
     bucket_size: int = 400,
     max_rounds: int = 30,
     progress: bool = False,
@@ -292,9 +323,11 @@ def anonymize_sets(
     ``method="cluster"`` is the clustering route (greedy groups of >= k improved by local
     search: moves, swaps and closing groups); ``method="suppress"`` partitions by the
     suppression objective instead, to compare. Both solve bucket by bucket (see
-    :func:`make_buckets`) and publish each group's majority center. Deterministic.
+    :func:`make_buckets`) and publish each group's majority center. With
+    ``deletions_only`` each group publishes the items all its members hold instead, so no
+    record shows an item it did not have (the partition is the same). Deterministic.
     """
     check_k(k, len(records))
     rows, vocabulary = encode(records)
     labels = partition(rows, k, method=method, bucket_size=bucket_size, max_rounds=max_rounds, progress=progress)
-    return _publish_encoded(rows, vocabulary, labels, k)
+    return _publish_encoded(rows, vocabulary, labels, k, deletions_only)

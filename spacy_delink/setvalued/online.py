@@ -9,12 +9,13 @@ center cannot move, next to the groups the new records open.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from .core import SetAnonymization, check_k_value, encode, majority_centers, partition, verify_k_anonymous
+from .core import SetAnonymization, check_k_value, encode, majority_centers, partition, release_of, verify_k_anonymous
 
 
 def extend_release(
@@ -54,11 +55,4 @@ def extend_release(
             items = new_centers.indices[new_centers.indptr[group] : new_centers.indptr[group + 1]]
             published_sets[record] = frozenset(vocabulary[i] for i in items)
     verify_k_anonymous(list((existing + Counter(published_sets)).elements()), k)
-    originals = [frozenset(items) for items in new_records]
-    return SetAnonymization(
-        k=k,
-        labels=labels,
-        published=published_sets,
-        additions=np.array([len(p - o) for p, o in zip(published_sets, originals)], dtype=np.int64),
-        deletions=np.array([len(o - p) for p, o in zip(published_sets, originals)], dtype=np.int64),
-    )
+    return replace(release_of(new_records, published_sets, k, verify=False), labels=labels)

@@ -1,4 +1,4 @@
-"""Anonymized tables: their privacy level (``privacy_level``), and an anonymizer (``anonymize``)."""
+"""Anonymized tables: their privacy level (``privacy_level``), the release's own k, l, t and risks, and an anonymizer (``anonymize``)."""
 from .privacy_level import (
     PrivacyMeasure,
     PrivacyReport,
@@ -11,12 +11,17 @@ from .privacy_level import (
     mutual_information,
     privacy_level,
 )
+from .release import GeneralizationCheck, ReleaseStatistics, Risks, check_generalization, release_statistics
 from .table import Table, load_table, write_csv
 
 __all__ = [
+    "GeneralizationCheck",
     "PrivacyMeasure",
     "PrivacyReport",
+    "ReleaseStatistics",
+    "Risks",
     "Table",
+    "check_generalization",
     "conditional_entropy",
     "discrimination_rate",
     "entropy",
@@ -26,5 +31,6 @@ __all__ = [
     "local_privacy_level",
     "mutual_information",
     "privacy_level",
+    "release_statistics",
     "write_csv",
 ]

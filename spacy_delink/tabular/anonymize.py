@@ -11,9 +11,10 @@ Privacy models, checked per equivalence class (records sharing released QI value
 * k-anonymity: at least ``k`` records.
 * distinct l-diversity: at least ``l`` distinct values of each sensitive attribute.
 * t-closeness: earth mover's distance between the class's and the whole table's
-  distribution of each sensitive attribute at most ``t``; equal ground distance for
-  categorical attributes, ordered distance (|i − j| / (m − 1) over sorted values) for
-  numeric ones (every value parses as a number).
+  distribution of each sensitive attribute at most ``t`` (:mod:`.emd`): hierarchical
+  distance for an attribute given a hierarchy in ``sensitive_hierarchies``, else ordered
+  distance (|i − j| / (m − 1) over sorted values) for numeric ones (every value parses as
+  a number), else equal ground distance.
 
 Records of violating classes are suppressed: all their QIs become ``*``.
 
@@ -45,9 +46,10 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import InputError
+from .emd import EmdTree, equal_emd, hierarchical_emd, ordered_emd, tree_from_paths
 from .table import Table, TableSource, load_table
 
-__all__ = ["AnonymizationResult", "Hierarchy", "anonymize", "read_hierarchy"]
+__all__ = ["AnonymizationResult", "Hierarchy", "anonymize", "load_hierarchies", "read_hierarchy"]
 
 SUPPRESSED = "*"
 # Tolerance when comparing an EMD with t, so that exact ties (e.g. t = 0.25) pass.
@@ -67,6 +69,11 @@ class Hierarchy:
     def height(self) -> int:
         """Number of levels, including level 0 (the raw values)."""
         return len(next(iter(self.paths.values())))
+
+
+def load_hierarchies(hierarchies: Mapping[str, Hierarchy | str | Path]) -> dict[str, Hierarchy]:
+    """Hierarchies by column, reading the ones given as paths."""
+    return {name: h if isinstance(h, Hierarchy) else read_hierarchy(h) for name, h in hierarchies.items()}
 
 
 def read_hierarchy(path: str | Path) -> Hierarchy:
@@ -128,6 +135,13 @@ class _Sensitive:
     n_values: int
     ordered: bool
     overall: np.ndarray  # distribution over the whole table
+    tree: EmdTree | None = None
+
+    def emd(self, share: np.ndarray) -> np.ndarray:
+        """EMD of each class distribution (rows of ``share``) to the whole table's."""
+        if self.tree is not None:
+            return hierarchical_emd(share, self.overall, self.tree)
+        return ordered_emd(share, self.overall) if self.ordered else equal_emd(share, self.overall)
 
 
 class _Lattice:
@@ -141,6 +155,7 @@ class _Lattice:
         k: int | None,
         l: int | None,
         t: float | None,
+        sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
     ) -> None:
         self.qis = list(hierarchies)
         self.heights = [hierarchies[name].height for name in self.qis]
@@ -162,9 +177,10 @@ class _Lattice:
             [_conditional_information(np.bincount(codes), label_of_leaf) for label_of_leaf in level_codes]
             for codes, level_codes in zip(leaf_codes, self.level_codes)
         ]
+        trees = sensitive_hierarchies or {}
         self.sensitive = [
-            _sensitive_model(values, groups[:, len(self.qis) + j], self.weights)
-            for j, (_, values) in enumerate(sensitive_columns)
+            _sensitive_model(values, groups[:, len(self.qis) + j], self.weights, trees.get(name))
+            for j, (name, (_, values)) in enumerate(zip(sensitive, sensitive_columns))
         ]
 
     def released_codes(self, levels: Sequence[int]) -> list[np.ndarray]:
@@ -198,7 +214,7 @@ class _Lattice:
             if self.t is not None:
                 counts = np.bincount(cell, weights=self.weights, minlength=n_classes * model.n_values)
                 share = counts.reshape(n_classes, model.n_values) / sizes[:, None]
-                bad |= _emd(share, model.overall, model.ordered) > self.t + _T_TOLERANCE
+                bad |= model.emd(share) > self.t + _T_TOLERANCE
         return bad
 
     def loss(self, levels: Sequence[int]) -> float:
@@ -212,15 +228,6 @@ def _conditional_information(leaf_counts: np.ndarray, label_of_leaf: np.ndarray)
     present = leaf_counts > 0
     ratio = label_counts[label_of_leaf[present]] / leaf_counts[present]
     return float((leaf_counts[present] * np.log2(ratio)).sum())
-
-
-def _emd(share: np.ndarray, overall: np.ndarray, ordered: bool) -> np.ndarray:
-    """EMD of each row of ``share`` to ``overall``: ordered or equal ground distance."""
-    difference = share - overall[None, :]
-    if ordered:
-        steps = max(1, share.shape[1] - 1)
-        return np.abs(np.cumsum(difference, axis=1)).sum(axis=1) / steps
-    return 0.5 * np.abs(difference).sum(axis=1)
 
 
 def _factorize(values: Sequence[object]) -> tuple[np.ndarray, list[object]]:
@@ -237,8 +244,14 @@ def _as_number(value: object) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _sensitive_model(values: list[object], group_codes: np.ndarray, weights: np.ndarray) -> _Sensitive:
+def _sensitive_model(
+    values: list[object], group_codes: np.ndarray, weights: np.ndarray, hierarchy: Hierarchy | None = None
+) -> _Sensitive:
     """Codes in the ground-distance order: numeric values sorted (ordered distance), others as met."""
+    if hierarchy is not None:
+        overall = np.bincount(group_codes, weights=weights, minlength=len(values)) / weights.sum()
+        tree = tree_from_paths(values, hierarchy.paths, hierarchy.source)
+        return _Sensitive(group_codes, len(values), False, overall, tree)
     numbers = [_as_number(v) for v in values]
     ordered = all(number is not None for number in numbers)
     if ordered:
@@ -368,19 +381,26 @@ def anonymize(
     sensitive: Sequence[str] = (),
     suppression_limit: float = 0.0,
     progress: bool = False,
+    sensitive_hierarchies: Mapping[str, Hierarchy | str | Path] | None = None,
 ) -> AnonymizationResult:
     """The least-loss full-domain generalization of ``table`` that satisfies every given model.
 
     ``hierarchies`` maps each QI (in the order levels are reported) to a
-    :class:`Hierarchy` or the path of its ARX CSV. Raises InputError when even full
-    generalization cannot satisfy the models within the suppression limit.
+    :class:`Hierarchy` or the path of its ARX CSV; ``sensitive_hierarchies`` gives
+    t-closeness the hierarchical ground distance for those sensitive columns. Raises
+    InputError when even full generalization cannot satisfy the models within the
+    suppression limit.
     """
     started = time.perf_counter()
     data = load_table(table, "table")
-    loaded = {name: h if isinstance(h, Hierarchy) else read_hierarchy(h) for name, h in hierarchies.items()}
+    loaded = load_hierarchies(hierarchies)
+    trees = load_hierarchies(sensitive_hierarchies or {})
     sensitive = list(sensitive)
     _check_arguments(data, loaded, sensitive, k, l, t, suppression_limit)
-    lattice = _Lattice(data, loaded, sensitive, k, l, t)
+    unknown = sorted(set(trees) - set(sensitive))
+    if unknown:
+        raise InputError(f"sensitive hierarchies for {unknown}, which are not sensitive columns; list them in --sensitive")
+    lattice = _Lattice(data, loaded, sensitive, k, l, t, trees)
     budget = math.floor(suppression_limit * data.n_rows + 1e-9)
     nodes = list(itertools.product(*(range(h) for h in lattice.heights)))
     valid, evaluated = _search(lattice, nodes, budget, monotone=t is None or budget == 0, progress=progress)

@@ -21,17 +21,22 @@ Defined edge cases (never a ZeroDivisionError):
 
 Rows of the two tables are paired by position, or by ``id_column`` when given (every id
 must be unique and present in both tables; keep suppressed records as ``*`` rows).
+:func:`privacy_level` first checks that the release is a generalization of the original
+(:mod:`.release`) and reports the release's own k, l, t and re-identification risks.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from .anonymize import Hierarchy, load_hierarchies
+from .release import GeneralizationCheck, ReleaseStatistics, check_generalization, release_statistics
 from .table import Table, TableSource, load_table
 
 Column = Sequence[Hashable]
@@ -153,6 +158,8 @@ class PrivacyReport:
     entropy_qi_original: float
     entropy_qi_anonymized: float
     entropy_change: float
+    generalization: GeneralizationCheck | None = None
+    release: ReleaseStatistics | None = None
 
     @property
     def discrimination_rate(self) -> float:
@@ -325,14 +332,26 @@ def privacy_level(
     sensitive: str | Sequence[str],
     id_column: str | None = None,
     local: bool = True,
+    hierarchies: Mapping[str, Hierarchy | str | Path] | None = None,
+    check: bool = True,
 ) -> PrivacyReport:
-    """PL = DR × IR of the sensitive columns given the released QIs, plus EC and per-attribute PLs.
+    """PL = DR × IR of the sensitive columns given the released QIs, plus EC, per-attribute PLs and the release's own figures.
 
     ``per_sensitive`` holds each sensitive column given the QIs; ``local`` (when asked for)
-    holds each QI given the other QIs, as in the paper's Algorithm 2.
+    holds each QI given the other QIs, as in the paper's Algorithm 2. With ``check`` (the
+    default) a release that is not a generalization of the original is refused;
+    ``hierarchies`` (per column, ARX CSVs) make that check exact and give t the
+    hierarchical distance for sensitive columns. ``release`` holds k, l, t and the risks.
     """
     pair = _CodedPair(original, anonymized, id_column)
     qis, prv = _checked_columns(pair, quasi_identifiers, sensitive)
+    loaded = load_hierarchies(hierarchies or {})
+    unknown = sorted(set(loaded) - {*qis, *prv})
+    if unknown:
+        raise InputError(f"hierarchies for {unknown}, which are neither quasi-identifiers nor sensitive columns")
+    generalization = check_generalization(pair.original, pair.anonymized, (*qis, *prv), loaded)
+    if check and not generalization.ok:
+        raise InputError(generalization.message(pair.original.source, pair.anonymized.source))
     overall = pair.measure(prv, qis)
     per_sensitive = {name: pair.measure((name,), qis) for name in prv}
     local_levels = {name: pair.measure((name,), qis) for name in qis} if local else {}
@@ -347,4 +366,6 @@ def privacy_level(
         entropy_qi_original=h_qi_before,
         entropy_qi_anonymized=h_qi_after,
         entropy_change=change,
+        generalization=generalization,
+        release=release_statistics(pair.original, pair.anonymized, qis, prv, loaded),
     )

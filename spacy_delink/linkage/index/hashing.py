@@ -1,116 +1,100 @@
-"""Keyed hashing of search forms and N-grams, so the index holds no plaintext.
+"""Keyed hashing under the index secret: N-gram keys, document-id digests, the manifest MAC.
 
 Each distinct search form gets a 64-bit keyed BLAKE2b digest under a secret that is
-generated at build time and kept in a separate key file. An N-gram's key chains the
-keyed token digests with a 64-bit mixing step (``extend``); without the secret no
-N-gram key can be computed, so the index cannot be probed for phrases. Chaining lets
+generated at build time and kept in a separate key file (``keys.py``). An N-gram's key
+chains the keyed token digests with a 64-bit mixing step (``kernels.extend``); without the secret
+no N-gram key can be computed, so the index cannot be probed for phrases. Chaining lets
 level n be computed from level n−1 with one vectorized step, both at build and at query
 time. Two distinct N-grams of one length collide with probability about 2^-64 per pair.
+
+The secret is used for three purposes, each under its own key so that no output of one
+can stand in for another (domain separation):
+
+* token digests: BLAKE2b keyed with the secret itself, no personalization;
+* the manifest MAC and document-id digests: BLAKE2b keyed with a subkey derived from the
+  secret (``derive_key``, a keyed BLAKE2b with its own personalization and the purpose);
+* the public key id (``keys.key_id``): an unkeyed BLAKE2b of the secret, personalized.
 """
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
-from pathlib import Path
+import hmac
+import json
+import threading
 
 import numpy as np
 
-from ...errors import IndexFormatError, InputError
+from ...errors import InputError
 from ..tokenize import Tokenizer, Tokens
+from .kernels import Vocabulary, extend
+from .keys import KEY_BYTES
 
-KEY_BYTES = 32
-KEY_ENV = "DELINK_KEY_FILE"
-_MUL1 = np.uint64(0x9E3779B97F4A7C15)
-_MUL2 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL3 = np.uint64(0x94D049BB133111EB)
+__all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac"]
 
-
-def default_key_path(index_dir: str | Path) -> Path:
-    """``<index>.key`` beside the index directory (outside it, so the index can be shared alone)."""
-    index_dir = Path(index_dir)
-    return index_dir.with_name(index_dir.name + ".key")
-
-
-def resolve_key_path(index_dir: str | Path, key_file: str | Path | None) -> Path:
-    """Explicit path, else ``$DELINK_KEY_FILE``, else ``<index>.key``."""
-    if key_file:
-        return Path(key_file)
-    if os.environ.get(KEY_ENV):
-        return Path(os.environ[KEY_ENV])
-    return default_key_path(index_dir)
+#: 128-bit id digests: a collision between two ids of one collection is never expected.
+ID_DIGEST_BYTES = 16
+ID_DIGEST_DTYPE = np.dtype(f"S{ID_DIGEST_BYTES}")
+_SUBKEY_PERSON = b"delink-subkey"
+_MAC_PURPOSE = b"manifest-mac/v2"
+_ID_PURPOSE = b"document-id/v2"
 
 
-def key_id(secret: bytes) -> str:
-    """A public fingerprint of the secret, stored in the manifest to detect a wrong key file."""
-    return hashlib.blake2b(secret, digest_size=8, person=b"delinkid").hexdigest()
+def derive_key(secret: bytes, purpose: bytes) -> bytes:
+    """A 256-bit subkey of the secret for one purpose (independent of the token digests)."""
+    return hashlib.blake2b(purpose, key=secret, digest_size=32, person=_SUBKEY_PERSON).digest()
 
 
-def new_secret() -> bytes:
-    return secrets.token_bytes(KEY_BYTES)
+def manifest_mac(secret: bytes, canonical: bytes) -> str:
+    """The keyed MAC of a manifest's canonical bytes (hex)."""
+    return hashlib.blake2b(canonical, key=derive_key(secret, _MAC_PURPOSE), digest_size=32).hexdigest()
 
 
-def write_key(path: Path, secret: bytes) -> None:
-    """Write the secret as hex, readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret.hex() + "\n")
-    os.replace(tmp, path)
+def mac_matches(secret: bytes, canonical: bytes, mac: str) -> bool:
+    return hmac.compare_digest(manifest_mac(secret, canonical), mac)
 
 
-def read_key(path: Path, expected_id: str | None = None) -> bytes:
-    if not path.exists():
-        raise IndexFormatError(
-            f"key file {path} not found; pass the key file the index was built with "
-            f"(--key-file or ${KEY_ENV})"
-        )
-    try:
-        secret = bytes.fromhex(path.read_text().strip())
-    except ValueError:
-        raise IndexFormatError(f"key file {path} is not a hex-encoded key") from None
-    if len(secret) != KEY_BYTES:
-        raise IndexFormatError(f"key file {path} holds {len(secret)} bytes, expected {KEY_BYTES}")
-    if expected_id is not None and key_id(secret) != expected_id:
-        raise IndexFormatError(f"key file {path} does not belong to this index (key id mismatch)")
-    return secret
+class IdHasher:
+    """Keyed 128-bit digests of document ids; ``1`` and ``"1"`` are different ids."""
 
+    def __init__(self, secret: bytes) -> None:
+        self._key = derive_key(secret, _ID_PURPOSE)
 
-def extend(prefix: np.ndarray, token: np.ndarray) -> np.ndarray:
-    """Key of an N-gram from its (N−1)-gram prefix key and its last token's keyed digest."""
-    x = prefix * _MUL1 + token
-    x ^= x >> np.uint64(30)
-    x *= _MUL2
-    x ^= x >> np.uint64(27)
-    x *= _MUL3
-    x ^= x >> np.uint64(31)
-    return x
+    def digest(self, doc_id: str | int) -> bytes:
+        canonical = json.dumps(doc_id, ensure_ascii=False).encode("utf-8")
+        return hashlib.blake2b(canonical, key=self._key, digest_size=ID_DIGEST_BYTES).digest()
 
 
 class TokenHasher:
-    """Maps raw tokens to keyed 64-bit digests of their search forms (cached per raw string)."""
+    """Maps tokens to keyed 64-bit digests of their search forms, each distinct token once.
+
+    A ``kernels.Vocabulary`` gives every occurrence of a token already seen its digest by
+    an array gather; only new tokens reach Python, where their search form is digested.
+    The index build and every query use this one path. A lock makes it safe to share
+    between threads (a pipeline's components share one index).
+    """
 
     def __init__(self, tokenizer: Tokenizer, secret: bytes, cache_limit: int = 1_000_000) -> None:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
         self._secret = secret
-        self._cache: dict[str, int] = {}
-        self.cache_limit = cache_limit  # distinct raw tokens kept (~150 bytes each)
+        self.vocabulary = Vocabulary(fold_ascii=tokenizer.rules.casefold, limit=cache_limit)
+        self._lock = threading.Lock()
 
-    def _digest(self, raw: str) -> int:
-        form = self.tokenizer.search_form(raw).encode("utf-8", "surrogatepass")
-        return int.from_bytes(hashlib.blake2b(form, digest_size=8, key=self._secret).digest(), "little")
+    def digest(self, form: str) -> int:
+        """The keyed digest of one search form."""
+        data = form.encode("utf-8", "surrogatepass")
+        return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=self._secret).digest(), "little")
 
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
         """uint64 keyed digests of each token's search form."""
-        cache = self._cache
-        unseen = set(tokens.raw).difference(cache)
-        if unseen:
-            if len(cache) + len(unseen) > self.cache_limit:
-                cache.clear()
-                unseen = set(tokens.raw)
-            for raw in unseen:
-                cache[raw] = self._digest(raw)
-        return np.fromiter(map(cache.__getitem__, tokens.raw), dtype=np.uint64, count=len(tokens.raw))
+        with self._lock:
+            vocabulary = self.vocabulary
+            ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends)
+            if len(new):
+                text, search_form, digest = tokens.text, self.tokenizer.search_form, self.digest
+                spans = zip(tokens.starts[new].tolist(), tokens.ends[new].tolist())
+                vocabulary.digests[ids[new]] = np.fromiter(
+                    (digest(search_form(text[s:e])) for s, e in spans), dtype=np.uint64, count=len(new)
+                )
+            return vocabulary.digests[ids]

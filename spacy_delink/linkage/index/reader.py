@@ -1,129 +1,162 @@
 """Opening an index directory and answering document-frequency and posting-list lookups."""
 from __future__ import annotations
 
-import json
+import hashlib
+import os
 import shutil
-from dataclasses import dataclass
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import xxhash
 
+from ...corpus import DocId
 from ...errors import IndexFormatError, InputError
 from ..tokenize import LinkageRules, Tokenizer, Tokens
-from .format import ARRAY_KINDS, DOC_IDS, FORMAT_NAME, FORMAT_VERSION, MANIFEST, array_file
-from .hashing import TokenHasher, read_key, resolve_key_path
+from .commit import interrupted_hint
+from .format import DOC_ID_DIGESTS, REDUCTION, array_names, default_ids_path, load_manifest, shard_file, verify_mac
+from .hashing import ID_DIGEST_BYTES, IdHasher, TokenHasher
+from .ids import IdMapping
+from .keys import KeyFile, resolve_key_path
+from .shards import Level, level_from_words
 
 
-@dataclass
-class Level:
-    """The stored n-grams of one length: sorted keys, posting bounds, postings."""
-
-    keys: np.ndarray
-    offsets: np.ndarray
-    postings: np.ndarray
-
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row of each key in this level (-1 when not stored) and its document frequency (0)."""
-        if not len(self.keys) or not len(keys):
-            return np.full(len(keys), -1, dtype=np.int64), np.zeros(len(keys), dtype=np.int64)
-        # Sorted needles let binary search reuse the last bound and stay cache-warm (~2x).
-        order = np.argsort(keys)
-        rows = np.empty(len(keys), dtype=np.int64)
-        rows[order] = np.searchsorted(self.keys, keys[order])
-        np.minimum(rows, len(self.keys) - 1, out=rows)
-        missing = self.keys[rows] != keys
-        df = self.offsets[rows + 1].astype(np.int64)
-        df -= self.offsets[rows]
-        df[missing] = 0
-        rows[missing] = -1
-        return rows, df
-
-    def documents(self, row: int) -> np.ndarray:
-        """Document numbers of one row's posting list (sorted)."""
-        return np.asarray(self.postings[int(self.offsets[row]) : int(self.offsets[row + 1])])
+class LargeKWarning(UserWarning):
+    """A threshold k above the collection's size: every phrase found in it is linkable."""
 
 
-def _map_array(path: Path, spec: dict[str, Any], verify: bool) -> np.ndarray:
-    file = path / str(spec["file"])
+def _map_array(path: Path, name: str, spec: dict[str, Any]) -> np.ndarray:
+    """Map one array of the (authenticated) table, after checking its size."""
+    file = path / name
     if not file.exists():
-        raise IndexFormatError(f"index {path} is incomplete: {file.name} is missing; rebuild it")
+        raise IndexFormatError(f"index {path} is incomplete: {name} is missing; rebuild it with `delink index`")
     size = file.stat().st_size
-    if size != int(spec["bytes"]):
+    if size != spec["bytes"]:
         raise IndexFormatError(
-            f"index {path}: {file.name} has {size} bytes, the manifest says {spec['bytes']} (truncated or altered); rebuild it"
+            f"index {path}: {name} has {size} bytes, the manifest says {spec['bytes']} (truncated or altered); "
+            "rebuild it with `delink index`"
         )
-    dtype = np.dtype(str(spec["dtype"]))
+    dtype = np.dtype(spec["dtype"])
     if size == 0:
         return np.zeros(0, dtype=dtype)
     # A plain ndarray view of the map: the memmap subclass adds overhead to every slice.
-    array = np.asarray(np.memmap(file, dtype=dtype, mode="r", shape=(int(spec["length"]),)))
-    if verify and xxhash.xxh3_128(array.view(np.uint8).data).hexdigest() != spec["xxh3_128"]:
-        raise IndexFormatError(f"index {path}: checksum mismatch in {file.name} (corrupted); rebuild it")
-    return array
+    return np.asarray(np.memmap(file, dtype=dtype, mode="r", shape=(spec["length"],)))
+
+
+def _verify_checksums(path: Path, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> None:
+    """SHA-256 of every array against the (authenticated) table, on several threads.
+
+    hashlib releases the GIL while it hashes, so the arrays are checked in parallel.
+    """
+
+    def digest(name: str) -> tuple[str, str]:
+        return name, hashlib.sha256(arrays[name].view(np.uint8).data).hexdigest()
+
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        for name, found in pool.map(digest, sorted(arrays, key=lambda n: -arrays[n].nbytes)):
+            if found != specs[name]["sha256"]:
+                raise IndexFormatError(f"index {path}: checksum mismatch in {name} (corrupted or altered); rebuild it with `delink index`")
 
 
 class CorpusIndex:
     """A memory-mapped, keyed-hash N-gram index over an original collection (SPEC §3).
 
-    Opening reads only the manifest and maps the arrays; with ``verify`` (default) each
-    array's checksum is checked once. Lookups touch only the pages binary search visits.
+    Opening reads the manifest, refuses it unless its MAC verifies under the key (any
+    edit), checks every array's size and, with ``verify`` (default), its SHA-256; then
+    maps the arrays. A lookup goes to the key's shard and decodes only what it visits. The id mapping
+    (``ids_file``, default ``<index>.ids.json``) is read only when ``doc_ids`` is asked.
     """
 
-    def __init__(self, path: str | Path, key_file: str | Path | None = None, verify: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        key_file: str | Path | None = None,
+        verify: bool = True,
+        ids_file: str | Path | None = None,
+        strict_key_permissions: bool | None = None,
+    ) -> None:
         self.path = Path(path)
-        manifest_path = self.path / MANIFEST
         if not self.path.is_dir():
-            raise IndexFormatError(f"{self.path} is not an index directory; build one with `delink index`")
-        if not manifest_path.exists():
-            raise IndexFormatError(f"{self.path} has no {MANIFEST} (missing or half-written index); rebuild it")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); rebuild the index") from None
-        if manifest.get("format") != FORMAT_NAME:
-            raise IndexFormatError(f"{self.path} is not a spacy-delink index (format {manifest.get('format')!r})")
-        version = manifest.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
             raise IndexFormatError(
-                f"{self.path} uses index format {version}, newer than this spacy-delink supports ({FORMAT_VERSION}); upgrade spacy-delink"
+                f"{self.path} is not an index directory; build one with `delink index`{interrupted_hint(self.path)}"
             )
+        manifest = load_manifest(self.path)
+        self.key_path = resolve_key_path(self.path, key_file)
+        secret = KeyFile(self.key_path).secret(manifest["key_id"], strict_key_permissions)
+        verify_mac(self.path, manifest, secret)
+        if manifest["reduction"] != REDUCTION:
+            raise IndexFormatError(f"index {self.path} uses reduction {manifest['reduction']!r}, unknown to this spacy-delink")
         self.manifest = manifest
         self.rules = LinkageRules.from_dict(manifest["rules"])
-        self.documents: int = int(manifest["documents"])
-        self.tokens: int = int(manifest["tokens"])
-        doc_ids_file = self.path / DOC_IDS
-        if not doc_ids_file.exists():
-            raise IndexFormatError(f"index {self.path} is incomplete: {DOC_IDS} is missing; rebuild it")
-        self._doc_ids_file = doc_ids_file
-        self._doc_ids: list[str] | None = None
-        self.levels: dict[int, Level] = {}
-        arrays = manifest["arrays"]
-        for n in range(1, self.rules.max_n + 1):
-            specs = []
-            for kind in ARRAY_KINDS:
-                name = array_file(n, kind)
-                if name not in arrays:
-                    raise IndexFormatError(f"index {self.path}: manifest lacks {name}; rebuild it")
-                specs.append(_map_array(self.path, arrays[name], verify))
-            self.levels[n] = Level(*specs)
-        if verify and xxhash.xxh3_128(doc_ids_file.read_bytes()).hexdigest() != manifest["doc_ids_xxh3_128"]:
-            raise IndexFormatError(f"index {self.path}: checksum mismatch in {DOC_IDS} (corrupted); rebuild it")
-        self.key_path = resolve_key_path(self.path, key_file)
+        self.documents: int = manifest["documents"]
+        self.tokens: int = manifest["tokens"]
+        specs = manifest["arrays"]
+        self.shard_bits: int = manifest["shard_bits"]
+        arrays = {name: _map_array(self.path, name, specs[name]) for name in array_names(self.rules.max_n, self.shard_bits)}
+        if verify:
+            _verify_checksums(self.path, arrays, specs)
+        self.verified = verify
+        self.levels: dict[int, Level] = {n: self._level(n, arrays, specs) for n in range(1, self.rules.max_n + 1)}
+        self.doc_id_digests = arrays[DOC_ID_DIGESTS]
+        self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
+        self._id_hasher = IdHasher(secret)
+        self._doc_ids: list[DocId] | None = None
+        self._numbers: dict[bytes, int] | None = None
         self.tokenizer = Tokenizer(self.rules)
-        self.hasher = TokenHasher(self.tokenizer, read_key(self.key_path, manifest["key_id"]))
+        self.hasher = TokenHasher(self.tokenizer, secret)
+
+    def _level(self, n: int, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> Level:
+        """One level's shards, each file split into its keys and postings sequences."""
+        keys, postings = [], []
+        for shard in range(1 << self.shard_bits):
+            name = shard_file(shard, n)
+            try:
+                key_part, posting_part = level_from_words(arrays[name], specs[name])
+            except (ValueError, TypeError) as err:
+                raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
+            keys.append(key_part)
+            postings.append(posting_part)
+        return Level(keys, postings, self.shard_bits, self.documents)
 
     @property
-    def doc_ids(self) -> list[str]:
-        """The user's document ids by document number (loaded on first use)."""
+    def doc_ids(self) -> list[DocId]:
+        """The user's document ids by document number, from the id mapping kept beside the index."""
         if self._doc_ids is None:
-            self._doc_ids = json.loads(self._doc_ids_file.read_text(encoding="utf-8"))
+            expected = self.manifest["doc_ids"].get("ids_sha256")
+            if not isinstance(expected, str):
+                raise IndexFormatError(
+                    f"index {self.path} was built with external ids (no id mapping): document n is the n-th "
+                    "document of the corpus it was built from; document_number(id) finds an id's number"
+                )
+            self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected)
         return self._doc_ids
+
+    def doc_id_matches(self, number: int, doc_id: DocId) -> bool:
+        """Whether document ``number`` has id ``doc_id`` (keyed digest; needs no id mapping)."""
+        stored = self.doc_id_digests[number : number + 1].tobytes()
+        return stored == self._id_hasher.digest(doc_id)
+
+    def document_number(self, doc_id: DocId) -> int | None:
+        """The number of the document with id ``doc_id``, or None (keyed digest; needs no id mapping)."""
+        if self._numbers is None:
+            raw = self.doc_id_digests.tobytes()
+            self._numbers = {raw[i : i + ID_DIGEST_BYTES]: n for n, i in enumerate(range(0, len(raw), ID_DIGEST_BYTES))}
+        return self._numbers.get(self._id_hasher.digest(doc_id))
 
     @property
     def max_n(self) -> int:
         return self.rules.max_n
+
+    def warn_if_k_exceeds_collection(self, k: int) -> None:
+        """Warn when k exceeds the collection: any phrase found in it at all is then linkable."""
+        if k > self.documents:
+            warnings.warn(
+                f"k={k} is larger than the collection of index {self.path} ({self.documents:,} documents): "
+                f"every phrase that occurs in it at all is linkable, so all of them are flagged; choose k <= {self.documents:,}",
+                LargeKWarning,
+                stacklevel=2,
+            )
 
     def check_rules(self, rules: LinkageRules) -> None:
         """Refuse a query whose rules differ from those the index was built with."""
@@ -142,7 +175,7 @@ class CorpusIndex:
         return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
 
     def copy_to(self, target: str | Path) -> None:
-        """Copy the index directory (not its key) to ``target``."""
+        """Copy the index directory (not its key, not its id mapping) to ``target``."""
         target = Path(target)
         if target.exists():
             shutil.rmtree(target)

@@ -7,19 +7,31 @@ Unlike spacy-llm's built-in OpenAI models this one makes no network call when bu
 A failed prompt (timeout, HTTP error after the retries, an answer without message
 content) is answered with an empty string, counted in ``stats`` and logged: the
 rewriter then leaves those spans flagged for the next pass or its mask fallback, so one
-bad call never stops a run.
+bad call never stops a run. Three bounds keep a bad endpoint from stalling a run:
+
+* ``timeout``: httpx's limit on each phase (connect, each read, each write);
+* ``deadline``: the whole prompt, all attempts and waits included. A server that drips
+  one byte a second never trips a per-read timeout; the deadline cancels it;
+* a circuit breaker: after ``breaker_threshold`` consecutive connection failures the
+  endpoint is known down, and for ``breaker_cooldown`` seconds every prompt is answered
+  empty at once (counted as ``failed_endpoint_down``) instead of retrying; the first
+  prompt after the cooldown probes it again.
+
+Credentials never reach a log line or warning: user info in ``base_url`` and query
+values whose name looks secret (``api-key=...``) are shown as ``***``.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import re
 import threading
 import time
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional
-from urllib.parse import urlparse
+from typing import Any, Awaitable, Dict, Iterable, List, Optional, TypeVar
 
 import httpx
 from spacy_llm.registry import registry
@@ -31,6 +43,81 @@ logger = logging.getLogger("spacy_delink.llm")
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
 MAX_RETRY_AFTER_S = 60.0
+#: Query parameters whose value is shown as *** (api-key, access_token, sig, ...).
+SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential", re.IGNORECASE)
+
+T = TypeVar("T")
+
+
+def redact_url(url: httpx.URL) -> str:
+    """``url`` as it may be shown: user info and secret-looking query values replaced by ``***``."""
+    userinfo = "***@" if url.userinfo else ""
+    query = "&".join(
+        f"{name}={'***' if SECRET_PARAM.search(name) else value}" for name, value in url.params.multi_items()
+    )
+    return f"{url.scheme}://{userinfo}{url.netloc.decode('ascii')}{url.path}{'?' + query if query else ''}"
+
+
+def _run(coroutine: Awaitable[T]) -> T:
+    """Run a coroutine to completion, also from code already inside an event loop (Jupyter)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()  # type: ignore[arg-type]
+
+
+class CircuitBreaker:
+    """Consecutive connection failures; at ``threshold`` the endpoint counts as down for ``cooldown`` s.
+
+    After the cooldown one prompt goes through as a probe: its success closes the breaker,
+    its failure opens it again at once (the count is still at the threshold).
+    ``threshold`` 0 turns the breaker off.
+    """
+
+    def __init__(self, threshold: int, cooldown: float) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.consecutive = 0
+        self.opened = 0
+        self._open_until = 0.0
+        self._lock = threading.Lock()
+
+    def is_open(self) -> bool:
+        return time.monotonic() < self._open_until
+
+    def success(self) -> None:
+        with self._lock:
+            self.consecutive = 0
+
+    def failure(self) -> bool:
+        """Count one connection failure; True when this one opened the breaker."""
+        with self._lock:
+            self.consecutive += 1
+            if not self.threshold or self.consecutive < self.threshold or time.monotonic() < self._open_until:
+                return False
+            self._open_until = time.monotonic() + self.cooldown
+            self.opened += 1
+            return True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, "_lock": None}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+
+class _Batch:
+    """What the prompts of one ``__call__`` share: the client, the concurrency limit, the breaker signal."""
+
+    def __init__(self, client: httpx.AsyncClient, max_in_flight: int, down: bool) -> None:
+        self.client = client
+        self.slots = asyncio.Semaphore(max_in_flight)
+        self.endpoint_down = asyncio.Event()  # set when the breaker opens: wakes waiting retries
+        if down:
+            self.endpoint_down.set()
 
 
 class OpenAICompatibleModel:
@@ -42,69 +129,65 @@ class OpenAICompatibleModel:
         name: str,
         api_key_env: Optional[str],
         timeout: float,
+        deadline: float,
         retries: int,
         backoff: float,
         max_in_flight: int,
         temperature: float,
         max_tokens: int,
         context_length: int,
+        breaker_threshold: int,
+        breaker_cooldown: float,
     ) -> None:
-        parsed = urlparse(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise InputError(f"model.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
+        try:
+            url = httpx.URL(base_url)
+        except httpx.InvalidURL as err:
+            raise InputError(f"model.base_url is not a valid URL ({err}); use one such as http://127.0.0.1:8000/v1") from None
+        shown = redact_url(url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise InputError(f"model.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {shown!r}")
         if not name:
             raise InputError("model.name is empty; set it to the model the endpoint serves (e.g. 'llama3.1:8b')")
-        if timeout <= 0 or retries < 0 or backoff < 0 or max_in_flight < 1:
-            raise InputError("model.timeout and model.max_in_flight must be positive, model.retries and model.backoff >= 0")
-        if parsed.hostname not in LOCAL_HOSTS:
+        if timeout <= 0 or deadline <= 0 or max_in_flight < 1:
+            raise InputError("model.timeout, model.deadline and model.max_in_flight must be positive")
+        if retries < 0 or backoff < 0 or breaker_threshold < 0 or breaker_cooldown < 0:
+            raise InputError("model.retries, model.backoff, model.breaker_threshold and model.breaker_cooldown must be >= 0")
+        if url.host not in LOCAL_HOSTS:
             warnings.warn(
-                f"model.base_url {base_url} is not on this machine: document text (the context of each "
+                f"model.base_url {shown} is not on this machine: document text (the context of each "
                 "linkable span) will be sent to it",
                 UserWarning,
                 stacklevel=2,
             )
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        endpoint = url.copy_with(path=url.path.rstrip("/") + "/chat/completions")
+        self._endpoint = str(endpoint)  # may hold credentials: never logged
+        #: The endpoint as logs and messages show it (credentials as ***).
+        self.url = redact_url(endpoint)
         self.name = name
         self.api_key_env = api_key_env
         self.timeout = timeout
+        self.deadline = deadline
         self.retries = retries
         self.backoff = backoff
         self.max_in_flight = max_in_flight
         self.temperature = temperature
         self.max_tokens = max_tokens
         self._context_length = context_length
+        self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown)
         self.stats: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._client: Optional[httpx.Client] = None
 
     @property
     def context_length(self) -> int:
         return self._context_length
 
-    def __getstate__(self) -> Dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_client"] = None
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def _http(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight)
-                self._client = httpx.Client(timeout=self.timeout, limits=limits)
-            return self._client
+    @property
+    def endpoint_down(self) -> bool:
+        """Whether the circuit breaker holds the endpoint for down right now."""
+        return self.breaker.is_open()
 
     def _headers(self) -> Dict[str, str]:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-    def _count(self, event: str) -> None:
-        with self._lock:
-            self.stats[event] += 1
 
     def __call__(self, prompts: Iterable[Iterable[str]]) -> Iterable[Iterable[str]]:
         """All prompts of a batch concurrently (at most ``max_in_flight``), answers in order."""
@@ -112,14 +195,37 @@ class OpenAICompatibleModel:
         flat = [prompt for doc_prompts in nested for prompt in doc_prompts]
         if not flat:
             return [[] for _ in nested]
-        with ThreadPoolExecutor(max_workers=min(self.max_in_flight, len(flat))) as pool:
-            answers = iter(list(pool.map(self.complete, flat)))
+        answers = iter(_run(self._complete_all(flat)))
         result: List[List[str]] = [[next(answers) for _ in doc_prompts] for doc_prompts in nested]
         return result
 
-    def complete(self, prompt: str) -> str:
-        """One chat completion with retries; '' when it ultimately fails."""
-        self._count("calls")
+    async def _complete_all(self, prompts: List[str]) -> List[str]:
+        limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight)
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits) as client:
+            batch = _Batch(client, self.max_in_flight, self.endpoint_down)
+            return list(await asyncio.gather(*(self._complete(batch, prompt) for prompt in prompts)))
+
+    async def _complete(self, batch: _Batch, prompt: str) -> str:
+        """One prompt: '' when it ultimately fails, is cut by the deadline or the endpoint is down."""
+        async with batch.slots:
+            if self.endpoint_down:
+                self.stats["failed_endpoint_down"] += 1
+                return ""
+            self.stats["calls"] += 1
+            try:
+                answer, failure, attempts = await asyncio.wait_for(self._attempts(batch, prompt), self.deadline)
+            except asyncio.TimeoutError:
+                answer, failure, attempts = None, f"deadline ({self.deadline:g} s for the whole call)", 0
+        if answer is not None:
+            return answer
+        self.stats[f"failed_{failure.split(' ')[0]}"] += 1
+        if failure != "endpoint_down":
+            tries = f" after {attempts} attempt(s)" if attempts else ""
+            logger.warning("LLM call to %s failed%s: %s", self.url, tries, failure)
+        return ""
+
+    async def _attempts(self, batch: _Batch, prompt: str) -> tuple[Optional[str], str, int]:
+        """(answer, '', attempts) or (None, why it failed, attempts), with retries and backoff."""
         payload = {
             "model": self.name,
             "messages": [{"role": "user", "content": prompt}],
@@ -128,38 +234,52 @@ class OpenAICompatibleModel:
         }
         failure = "unknown"
         for attempt in range(self.retries + 1):
+            if self.endpoint_down:  # a prompt already tried keeps its own failure; others were not sent
+                return None, failure if attempt else "endpoint_down", attempt
             if attempt:
-                self._count("retries")
-            self._count("requests")
+                self.stats["retries"] += 1
+            self.stats["requests"] += 1
             delay = self.backoff * 2**attempt
             try:
-                response = self._http().post(self.url, json=payload, headers=self._headers())
+                response = await batch.client.post(self._endpoint, json=payload, headers=self._headers())
+            except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+                failure = f"connection ({type(err).__name__})"
+                if self.breaker.failure():
+                    batch.endpoint_down.set()
+                    logger.warning(
+                        "LLM endpoint %s looks down (%d consecutive connection failures): for the next %g s "
+                        "prompts are answered empty without calling it, so their spans fall back to masks",
+                        self.url, self.breaker.consecutive, self.breaker.cooldown,
+                    )
             except httpx.TimeoutException:
                 failure = "timeout"
             except httpx.HTTPError as err:
                 failure = f"connection ({type(err).__name__})"
             else:
+                self.breaker.success()
                 if response.status_code == 200:
-                    return self._content(response)
+                    return self._content(response), "", attempt + 1
                 failure = f"http_{response.status_code}"
                 if response.status_code not in RETRY_STATUSES:
-                    break
+                    return None, failure, attempt + 1
                 retry_after = response.headers.get("retry-after", "")
                 if retry_after.replace(".", "", 1).isdigit():
                     delay = min(float(retry_after), MAX_RETRY_AFTER_S)
             if attempt < self.retries:
-                time.sleep(delay)
-        self._count(f"failed_{failure.split(' ')[0]}")
-        logger.warning("LLM call to %s failed after %d attempt(s): %s", self.url, attempt + 1, failure)
-        return ""
+                try:  # a backoff wait that ends early when the breaker opens
+                    await asyncio.wait_for(batch.endpoint_down.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+        return None, failure, self.retries + 1
 
     def _content(self, response: httpx.Response) -> str:
+        """The answer's text; '' (counted as failed_malformed) when the body has none."""
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             content = None
         if not isinstance(content, str):
-            self._count("failed_malformed")
+            self.stats["failed_malformed"] += 1
             logger.warning("LLM endpoint %s answered without choices[0].message.content", self.url)
             return ""
         return content
@@ -171,14 +291,18 @@ def make_openai_compatible(
     name: str,
     api_key_env: Optional[str] = "OPENAI_API_KEY",
     timeout: float = 60.0,
+    deadline: float = 180.0,
     retries: int = 4,
     backoff: float = 1.0,
     max_in_flight: int = 8,
     temperature: float = 0.0,
     max_tokens: int = 2048,
     context_length: int = 8192,
+    breaker_threshold: int = 5,
+    breaker_cooldown: float = 30.0,
 ) -> OpenAICompatibleModel:
     """Chat model at ``base_url``; the API key is read from ``$api_key_env`` at call time."""
     return OpenAICompatibleModel(
-        base_url, name, api_key_env, timeout, retries, backoff, max_in_flight, temperature, max_tokens, context_length
+        base_url, name, api_key_env, timeout, deadline, retries, backoff, max_in_flight, temperature, max_tokens,
+        context_length, breaker_threshold, breaker_cooldown,
     )

@@ -1,15 +1,25 @@
 """``spacy_delink.Rewrite.v1``: ask an LLM to rephrase linkable spans, and check its answer.
 
 The task never sees the whole document: each span goes out with its local context only
-(its sentence, or a window of words). Requests travel as Docs whose single token is a
-digest of the request, so spacy-llm's cache (keyed on token hashes) keys on exactly what
-was asked; the text and spans themselves ride in ``doc.user_data``.
+(its sentence, or a window of words). ``delink_rewriter`` sends requests as Docs whose
+single token is a digest of the request, so spacy-llm's cache (keyed on token hashes)
+keys on exactly what was asked; the text and spans themselves ride in ``doc.user_data``.
+
+In spacy-llm's own ``llm`` component the task works on the pipeline's Docs instead: it
+asks for the spans in ``doc.spans[spans_key]`` (``to_rephrase``, set by
+``delink_combinations``) and stores its verdicts in ``doc.user_data[RESULT_KEY]``. It
+only *proposes* rewrites there: a Doc's text cannot change inside a pipeline, and nothing
+re-checks the result; ``delink_rewriter`` is the component that applies, re-detects and
+guarantees protection.
 
 Every requested span ends with exactly one outcome, counted in the result: accepted, or
 rejected as ``no_response`` (the model call failed or came back empty), ``malformed``
 (no JSON list in the answer), ``missing`` (the answer skips it), ``echo`` (the
 replacement still contains the span's words), ``outside`` (the answer rewrites text
-around the span, or names a span that was not asked for) or ``too_long``.
+around the span, or names a span that was not asked for), ``too_long``, one of the
+content reasons of ``content.CONTENT_PATTERNS`` (``markup``, ``url``, ``code``,
+``instruction``, ``control``: the replacement brings in what the span lacks) or
+``dissimilar`` (below ``min_similarity``, when that check is on).
 """
 from __future__ import annotations
 
@@ -24,12 +34,18 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ....errors import InputError
+from ....rewrite.masking import merge_ranges
+from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content
 from .parser import contains_run, extract_json_list, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
-REJECTION_REASONS = ("no_response", "malformed", "missing", "echo", "outside", "too_long")
+REJECTION_REASONS = (
+    "no_response", "malformed", "missing", "echo", "outside", "too_long", *CONTENT_PATTERNS, "dissimilar"
+)
+#: Bumped when the answer checks change: cached verdicts from other checks are not reused.
+CHECKS_VERSION = 2
 CONTEXT_MODES = ("sentence", "window")
 #: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
 DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
@@ -46,7 +62,14 @@ class RewriteTask:
     """Prompts for span rewrites with local context; validates the answers (see module docstring)."""
 
     def __init__(
-        self, examples: List[Dict[str, str]], context: str, window: int, spans_per_prompt: int, instructions: str
+        self,
+        examples: List[Dict[str, str]],
+        context: str,
+        window: int,
+        spans_per_prompt: int,
+        instructions: str,
+        spans_key: str,
+        similarity: Optional[SimilarityCheck],
     ) -> None:
         if context not in CONTEXT_MODES:
             raise InputError(f"task.context must be one of {', '.join(CONTEXT_MODES)}, got {context!r}")
@@ -57,6 +80,8 @@ class RewriteTask:
         self.context = context
         self.window = window
         self.spans_per_prompt = spans_per_prompt
+        self.spans_key = spans_key
+        self.similarity = similarity
         self.mask = "[REDACTED]"
 
     def use_mask(self, mask: str) -> None:
@@ -65,8 +90,15 @@ class RewriteTask:
 
     @property
     def prompt_template(self) -> str:
-        """Everything fixed in a prompt (spacy-llm's cache refuses a directory built with another)."""
-        return self._preamble() + f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt}"
+        """Everything fixed in a prompt and its checks (spacy-llm's cache refuses a directory built with another).
+
+        The cache stores judged answers, so the checks are part of it too.
+        """
+        threshold = self.similarity.threshold if self.similarity is not None else None
+        return self._preamble() + (
+            f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt}"
+            f" checks={CHECKS_VERSION} min_similarity={threshold}"
+        )
 
     def _preamble(self) -> str:
         parts = [self.instructions.format(open=SPAN_OPEN, close=SPAN_CLOSE, mask=self.mask)]
@@ -118,13 +150,25 @@ class RewriteTask:
             contexts.append(f"{text[left:start]}{SPAN_OPEN}{text[start:end]}{SPAN_CLOSE}{text[end:right]}")
         return contexts
 
+    def _request(self, doc: Doc) -> Tuple[str, List[Tuple[int, int]]]:
+        """What to rewrite: a ``delink_rewriter`` request, or a pipeline Doc's ``doc.spans[spans_key]``."""
+        request = doc.user_data.get(REQUEST_KEY)
+        if request is not None:
+            return request["text"], [(int(s), int(e)) for s, e in request["spans"]]
+        if self.spans_key not in doc.spans:
+            raise InputError(
+                f"spacy_delink.Rewrite.v1 in an `llm` component rewrites the spans in doc.spans[{self.spans_key!r}], "
+                "which this Doc lacks: put delink_combinations before it (or delink_risk with "
+                'task.spans_key = "linkable"), or use the delink_rewriter component, which detects, rewrites '
+                "and re-checks on its own (docs/llm.md)"
+            )
+        return doc.text, merge_ranges((span.start_char, span.end_char) for span in doc.spans[self.spans_key])
+
     def _items(self, doc: Doc) -> List[List[Dict[str, Any]]]:
         """The request's items, chunked per prompt (ids restart at 1 in each prompt); kept on the Doc."""
         if ITEMS_KEY in doc.user_data:
             return doc.user_data[ITEMS_KEY]
-        request = doc.user_data[REQUEST_KEY]
-        text = request["text"]
-        spans = [(int(s), int(e)) for s, e in request["spans"]]
+        text, spans = self._request(doc)
         items = [
             {"start": s, "end": e, "span": text[s:e], "context": context}
             for (s, e), context in zip(spans, self.contexts(text, spans))
@@ -158,18 +202,46 @@ class RewriteTask:
             doc = list(doc_shards)[0]
             accepted: List[List[Any]] = []
             rejected = dict.fromkeys(REJECTION_REASONS, 0)
+            judged: List[Tuple[Dict[str, Any], Optional[Verdict]]] = []
             for chunk, response in zip(self._items(doc), doc_responses):
-                for item, verdict in zip(chunk, self._judge(chunk, response)):
-                    if verdict is None:
-                        rejected["missing"] += 1
-                    elif verdict[0]:
-                        accepted.append([item["start"], item["end"], verdict[1]])
-                    else:
-                        rejected[verdict[1]] += 1
-            doc.user_data.pop(REQUEST_KEY)
-            doc.user_data.pop(ITEMS_KEY)
+                judged += zip(chunk, self._judge(chunk, response))
+            for item, verdict in self._check_similarity(judged):
+                if verdict is None:
+                    rejected["missing"] += 1
+                elif verdict[0]:
+                    accepted.append([item["start"], item["end"], verdict[1]])
+                else:
+                    rejected[verdict[1]] += 1
+            doc.user_data.pop(REQUEST_KEY, None)
+            doc.user_data.pop(ITEMS_KEY, None)
             doc.user_data[RESULT_KEY] = {"accepted": accepted, "rejected": rejected}
             yield doc
+
+    def _check_similarity(
+        self, judged: List[Tuple[Dict[str, Any], Optional[Verdict]]]
+    ) -> List[Tuple[Dict[str, Any], Optional[Verdict]]]:
+        """Demote accepted replacements whose context drifts below ``min_similarity`` (one batch per Doc).
+
+        The mask is exempt: it is what the fallback would write anyway.
+        """
+        if self.similarity is None:
+            return judged
+        pending = [i for i, (_, v) in enumerate(judged) if v is not None and v[0] and v[1].strip() != self.mask]
+        if not pending:
+            return judged
+        before, after = [], []
+        for i in pending:
+            item, (_, replacement) = judged[i]  # type: ignore[misc]
+            context: str = item["context"]
+            left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
+            before.append(f"{left}{item['span']}{right}")
+            after.append(f"{left}{replacement}{right}")
+        scores = self.similarity.similarities(before, after)
+        judged = list(judged)
+        for i, score in zip(pending, scores):
+            if score < self.similarity.threshold:
+                judged[i] = (judged[i][0], (False, "dissimilar"))
+        return judged
 
     def _judge(self, chunk: List[Dict[str, Any]], response: str) -> List[Optional[Verdict]]:
         """Per item: a verdict, or None when the answer does not cover it."""
@@ -217,4 +289,7 @@ class RewriteTask:
         after = search_words(context[context.rindex(SPAN_CLOSE) + 1 :])[:2]
         if (len(before) == 2 and words[:2] == before) or (len(after) == 2 and words[-2:] == after):
             return False, "outside"
+        content = introduced_content(span, replacement, self.mask)
+        if content is not None:
+            return False, content
         return True, replacement

@@ -1,0 +1,217 @@
+"""Flagging strategies on TAB (issue: fewer edits for the same protection). Prints one JSON object.
+
+For each de-identification of the TAB test set (manual, Presidio), k and arity, ``delink
+protect``'s rewriter with the Mask model (token granularity) runs every document with each
+flagging strategy (``shortest``: the paper's rule; ``min_cover``; ``optimal``: the exact
+program per pass, on the ``--optimal-docs`` shortest documents with ``--time-limit``
+seconds per pass) and reports:
+
+* ``pct_tokens_changed``: median and p90 of the share of the de-identified text's tokens
+  (masks excluded) that protection changes, aligned with difflib;
+* ``phrases``: median phrases flagged for rewriting per document, over all passes;
+* ``passes``: median and max mask passes; ``seconds``: wall time of the run;
+* ``protected``: documents whose output passed the final check (all, or the run fails).
+
+``vs_optimal`` compares ``min_cover`` with ``optimal`` on the documents where every pass of
+``optimal`` was proven optimal: the first pass (the same instance for both: the ratio of
+their costs) and the whole run (tokens changed). ``redetect`` times protection at arity 3
+with the incremental re-detection against a full detection after every mask pass.
+
+BLAS runs single-threaded: the benchmark machine is shared, and a threaded BLAS then spends
+more time waiting than multiplying, which would swamp what is measured.
+
+    python benchmarks/bench_flagging.py [--deidentification manual,presidio] [--k 2,5]
+        [--arity 1,2,3] [--strategies shortest,min_cover,optimal] [--optimal-docs 20]
+        [--time-limit 10] [--docs N] [--out results.json]
+"""
+from __future__ import annotations
+
+import os
+
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import difflib  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import spacy  # noqa: E402
+
+from spacy_delink.components.rewriter import DelinkRewriter  # noqa: E402
+from spacy_delink.linkage import attack, cover  # noqa: E402
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, open_index  # noqa: E402
+from tab_testbed import TAB_MANUAL_SUPPRESSION, load_tab  # noqa: E402
+
+TAB = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"
+DEIDENTIFICATIONS = {"manual": TAB_MANUAL_SUPPRESSION, "presidio": "TAB_test_Presidio_Entity.json"}
+TARGETS = {"min_cover_fewer_tokens_than_shortest_at_arity_2_3": 0.30, "manual_k2_median_arity2": 44.0,
+           "manual_k2_median_arity3": 48.0, "arity1_median": 14.6, "min_cover_over_optimal": 1.2}
+
+
+def share_changed(index: CorpusIndex, source: str, output: str) -> float:
+    """Percent of the source's tokens that the output does not keep, aligned with difflib."""
+    before, _ = index.tokenize(source)
+    after, _ = index.tokenize(output)
+    old = [source[s:e] for s, e in zip(before.starts.tolist(), before.ends.tolist())]
+    new = [output[s:e] for s, e in zip(after.starts.tolist(), after.ends.tolist())]
+    kept = sum(block.size for block in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks())
+    return 100.0 * (len(old) - kept) / max(len(old), 1)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 1) if values else float("nan")
+
+
+class Recorder:
+    """Counts, per document, the phrases each pass's cover flags and whether every ``optimal`` pass was proven."""
+
+    def __init__(self) -> None:
+        self.phrases = 0
+        self.proven = True
+        self.first_cost: int | None = None
+        self._choose: Callable[..., cover.Cover] = cover.choose
+
+    def __enter__(self) -> "Recorder":
+        def recording(detection: attack.Detection, strategy: str, *args: Any, **kwargs: Any) -> cover.Cover:
+            chosen = self._choose(detection, strategy, *args, **kwargs)
+            self.phrases += len(np.unique(chosen.intervals, axis=0))
+            self.proven &= chosen.proven_optimal or strategy != "optimal"
+            self.first_cost = chosen.cost if self.first_cost is None else self.first_cost
+            return chosen
+
+        attack.choose = recording  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        attack.choose = self._choose  # type: ignore[assignment]
+
+
+def run_strategy(index_path: Path, index: CorpusIndex, texts: list[str], k: int, arity: int, strategy: str) -> dict[str, Any]:
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config={"index": str(index_path), "k": k, "arity": arity, "flagging": strategy})
+    assert isinstance(rewriter, DelinkRewriter)
+    shares, phrases, passes, proven, first = [], [], [], [], []
+    rewriter.rewrite_texts(texts[:1])  # compiles the kernels (numba) before anything is timed
+    started = time.perf_counter()
+    for text in texts:
+        with Recorder() as recorder:
+            result = rewriter.rewrite_texts([text])[0]
+        if not result.protected:
+            raise SystemExit(f"{strategy}: an output was not protected (k={k}, arity={arity})")
+        shares.append(share_changed(index, text, result.text))
+        phrases.append(recorder.phrases)
+        passes.append(result.passes)
+        proven.append(recorder.proven)
+        first.append(recorder.first_cost or 0)
+    seconds = time.perf_counter() - started
+    return {
+        "documents": len(texts),
+        "protected": len(texts),
+        "pct_tokens_changed": {"median": percentile(shares, 50), "p90": percentile(shares, 90)},
+        "phrases": {"median": statistics.median(phrases), "total": int(sum(phrases))},
+        "passes": {"median": statistics.median(passes), "max": max(passes)},
+        "seconds": round(seconds, 2),
+        "_shares": shares,
+        "_proven": proven,
+        "_first": first,
+    }
+
+
+def redetect(index_path: Path, texts: list[str], k: int, strategy: str) -> dict[str, float]:
+    """Protection at arity 3 with the incremental re-detection, and with a full detection after each mask."""
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config={"index": str(index_path), "k": k, "arity": 3, "flagging": strategy})
+    assert isinstance(rewriter, DelinkRewriter)
+    incremental = attack.Detection.after_mask
+    rewriter.rewrite_texts(texts[:1])  # compiles the kernels (numba) before anything is timed
+
+    def full(self: attack.Detection, ranges: list[tuple[int, int]], text: str, granularity: str = "token") -> attack.Detection:
+        return attack.detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging)
+
+    seconds = {}
+    for name, method in (("full", full), ("incremental", incremental)):
+        attack.Detection.after_mask = method  # type: ignore[method-assign]
+        try:
+            started = time.perf_counter()
+            rewriter.rewrite_texts(texts)
+            seconds[name] = round(time.perf_counter() - started, 2)
+        finally:
+            attack.Detection.after_mask = incremental  # type: ignore[method-assign]
+    seconds["speedup"] = round(seconds["full"] / seconds["incremental"], 2)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deidentification", default="manual,presidio")
+    parser.add_argument("--k", default="2,5")
+    parser.add_argument("--arity", default="1,2,3")
+    parser.add_argument("--strategies", default="shortest,min_cover,optimal")
+    parser.add_argument("--optimal-docs", type=int, default=20, help="optimal runs on this many of the shortest documents")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per pass for optimal")
+    parser.add_argument("--docs", type=int, default=None, help="only the first N documents (all 127 by default)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    cover.OPTIMAL_TIME_LIMIT_S = args.time_limit
+    strategies = args.strategies.split(",")
+    report: dict[str, Any] = {"targets": TARGETS, "settings": vars(args) | {"out": str(args.out)}, "runs": {}}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = load_tab(TAB)
+        index_path = Path(tmp) / "index"
+        IndexBuilder(progress=False).build(base.corpus, index_path)
+        index = open_index(index_path)
+        for name in args.deidentification.split(","):
+            texts = [text for _, text in load_tab(TAB, DEIDENTIFICATIONS[name]).inputs][: args.docs]
+            small = sorted(range(len(texts)), key=lambda i: len(texts[i]))[: args.optimal_docs]
+            for k in map(int, args.k.split(",")):
+                for arity in map(int, args.arity.split(",")):
+                    runs: dict[str, Any] = {}
+                    for strategy in strategies:
+                        docs = [texts[i] for i in small] if strategy == "optimal" else texts
+                        runs[strategy] = run_strategy(index_path, index, docs, k, arity, strategy)
+                        print(f"{name} k={k} arity={arity} {strategy}: {runs[strategy]['pct_tokens_changed']} "
+                              f"{runs[strategy]['seconds']} s", file=sys.stderr, flush=True)
+                    summary: dict[str, Any] = {}
+                    if "shortest" in runs and "min_cover" in runs:
+                        summary["min_cover_fewer_tokens_than_shortest"] = round(
+                            1 - runs["min_cover"]["pct_tokens_changed"]["median"] / max(runs["shortest"]["pct_tokens_changed"]["median"], 1e-9), 3
+                        )
+                    if "optimal" in runs and "min_cover" in runs:
+                        position = {i: n for n, i in enumerate(small)}
+                        mine = runs["min_cover"]
+                        proven = [n for n, ok in enumerate(runs["optimal"]["_proven"]) if ok]
+                        pairs = [(mine["_first"][small[n]], runs["optimal"]["_first"][n]) for n in proven]
+                        whole = [(mine["_shares"][small[n]], runs["optimal"]["_shares"][n]) for n in proven]
+                        summary["vs_optimal"] = {
+                            "documents_proven": len(proven),
+                            "of": len(position),
+                            "first_pass_cost_ratio_max": round(max((a / b for a, b in pairs if b), default=1.0), 3),
+                            "first_pass_cost_ratio_mean": round(statistics.mean([a / b for a, b in pairs if b] or [1.0]), 3),
+                            "tokens_changed_ratio_median": round(
+                                statistics.median([a / b for a, b in whole if b] or [1.0]), 3
+                            ),
+                        }
+                    for run in runs.values():
+                        for hidden in ("_shares", "_proven", "_first"):
+                            run.pop(hidden)
+                    report["runs"][f"{name}_k{k}_arity{arity}"] = runs | summary
+        if 3 in map(int, args.arity.split(",")):
+            texts = [text for _, text in base.inputs][: args.docs]
+            report["redetect"] = {s: redetect(index_path, texts, 2, s) for s in strategies if s != "optimal"}
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

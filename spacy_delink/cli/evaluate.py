@@ -1,0 +1,69 @@
+"""`delink evaluate`: linkage before and after protection, an independent engine, utility and semantic linkage."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .app import app
+
+
+@app.command("evaluate")
+def evaluate_command(
+    index: Path = typer.Argument(..., help="Index directory built by `delink index` from --original."),
+    original: Path = typer.Option(..., "--original", help="JSONL of the original collection (the indexed corpus)."),
+    deidentified: Path = typer.Option(..., "--deidentified", help="JSONL of the de-identified documents (ids of their sources)."),
+    protected: Optional[Path] = typer.Option(None, "--protected", help="JSONL written by `delink protect` from --deidentified."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json, report.html and the plots."),
+    k: str = typer.Option("2,3,5", "--k", help="Thresholds to evaluate, comma-separated (each >= 2)."),
+    arity: str = typer.Option("1,2,3", "--arity", help="Arities to evaluate, comma-separated (1, 2, 3)."),
+    report_k: Optional[int] = typer.Option(None, "--report-k", help="k of the documents shown in the report [default: the smallest --k]."),
+    report_arity: Optional[int] = typer.Option(None, "--report-arity", help="Arity shown in the report [default: the largest --arity]."),
+    max_combinations: int = typer.Option(1000, "--max-combinations", help="Combinations listed per document in the report."),
+    engine: bool = typer.Option(True, "--engine/--no-engine", help="Also run the attack with tantivy (independent search engine)."),
+    semantic: bool = typer.Option(True, "--semantic/--no-semantic", help="Semantic linkage and similarity (needs the embeddings extra)."),
+    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the index checksums on open."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation in --output."),
+) -> None:
+    """Measure linkage before/after protection (ours and tantivy), utility and semantic linkage; write a report."""
+    from ..evaluate.job import evaluate_to_folder
+    from ..evaluate.metrics import EvaluationSettings, parse_int_list
+    from ..linkage.combinations import check_arity
+    from ..linkage.index import CorpusIndex
+    from ..linkage.ngrams import check_k
+
+    settings = EvaluationSettings(
+        ks=parse_int_list(k, "--k", check_k),
+        arities=parse_int_list(arity, "--arity", lambda value: check_arity(value, allow_single=True)),
+        report_k=report_k,
+        report_arity=report_arity,
+        max_combinations=max_combinations,
+        adversary=engine,
+        semantic=semantic,
+    )
+    inputs = [index, original, deidentified] + ([protected] if protected else [])
+    evaluation = evaluate_to_folder(
+        lambda: CorpusIndex(index, key_file=key_file, verify=verify), inputs, output, settings, overwrite=overwrite
+    )
+    metrics = evaluation.metrics
+    for cell in metrics["linkage"]:
+        line = f"k={cell['k']} arity {cell['arity']}: linkable {cell['before']['linkable']}/{cell['before']['documents']}"
+        if "after" in cell:
+            line += f" → {cell['after']['linkable']}/{cell['after']['documents']} after protection"
+            if "engine_linkable" in cell["after"]:
+                line += f" (tantivy: {cell['before']['engine_linkable']} → {cell['after']['engine_linkable']})"
+        typer.echo(line, err=True)
+    counts = metrics["documents"]
+    if counts["excluded_total"]:
+        reasons = ", ".join(f"{item['count']:,} {item['why']}" for item in counts["excluded"].values())
+        typer.echo(f"note: {counts['excluded_total']:,} document(s) left out: {reasons}", err=True)
+    if not metrics["semantic"].get("available"):
+        typer.echo(f"note: semantic linkage not measured: {metrics['semantic']['reason']}", err=True)
+    if not metrics["engine"]["available"]:
+        typer.echo(f"note: independent engine not run: {metrics['engine']['reason']}", err=True)
+    disagreements = metrics["engine"]["decision_disagreements"]
+    if disagreements:
+        typer.echo(f"note: tantivy and our index disagree on {disagreements} decision(s); listed in the report", err=True)
+    typer.echo(f"evaluated {counts['evaluated']:,} documents in {evaluation.seconds:.1f} s → {output}", err=True)

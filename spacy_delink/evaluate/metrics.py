@@ -1,0 +1,422 @@
+"""``delink evaluate``: the attack before and after protection, an independent engine, utility, semantic linkage.
+
+For every joined document (see ``inputs``) and every (k, arity) asked for:
+
+* **our attack** (``linkage.attack.detect``): linkable or not, the anonymity (size of the
+  smallest candidate set) and whether a smallest candidate set contains the true source
+  (a *successful* attack: some search the adversary can run returns a set of that size
+  holding the source; with several smallest sets this is the adversary's best case);
+* **the independent engine** (``adversary``): the same attack with tantivy, and every
+  document on which its verdict differs from ours;
+* **utility**: tokens changed (token-level diff of de-identified vs protected text), masks
+  added, edits per document by kind, and the cosine similarity of their embeddings;
+* **semantic linkage**: the exact rank of the true source when the original collection
+  is ordered by similarity to the document (top-1, top-10, mean rank).
+
+"Averted" counts documents linkable before protection that are not linkable after.
+"""
+from __future__ import annotations
+
+import difflib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import InputError
+from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, assess_text, detect
+from ..linkage.combinations import check_arity
+from ..linkage.index import CorpusIndex
+from ..linkage.ngrams import check_k
+from ..linkage.tokenize import Tokenizer
+from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
+
+def parse_int_list(value: str, option: str, check: Callable[[int], Any]) -> list[int]:
+    """``"2,3,5"`` → ``[2, 3, 5]`` (sorted, unique), each value checked."""
+    values = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            number = int(part)
+        except ValueError:
+            raise InputError(f"{option} {value!r}: {part!r} is not an integer; write e.g. {option} 2,3,5") from None
+        check(number)
+        values.append(number)
+    if not values:
+        raise InputError(f"{option} is empty; write e.g. {option} 2,3,5")
+    return sorted(set(values))
+
+
+@dataclass
+class EvaluationSettings:
+    ks: list[int]
+    arities: list[int]
+    report_k: int | None = None
+    report_arity: int | None = None
+    max_combinations: int = DEFAULT_MAX_COMBINATIONS
+    adversary: bool = True
+    semantic: bool = True
+
+    def __post_init__(self) -> None:
+        for k in self.ks:
+            check_k(k)
+        for arity in self.arities:
+            check_arity(arity, allow_single=True)
+        self.report_k = self.ks[0] if self.report_k is None else check_k(self.report_k)
+        self.report_arity = self.arities[-1] if self.report_arity is None else check_arity(self.report_arity, allow_single=True)
+
+    @property
+    def cells(self) -> list[tuple[int, int]]:
+        return [(k, arity) for k in self.ks for arity in self.arities]
+
+
+# -- our attack ---------------------------------------------------------------------------
+
+
+def source_in_smallest(index: CorpusIndex, detection: Detection, source: int) -> bool:
+    """Whether some candidate set of the smallest size (the anonymity) contains ``source``.
+
+    A set holds the source only if every phrase searched occurs in it, so only phrases and
+    candidates whose posting lists contain the source need be combined.
+    """
+    smallest = detection.anonymity
+    if smallest is None:
+        return False
+
+    def holds(n: int, row: int) -> bool:
+        documents = index.levels[n].documents(row)
+        at = int(np.searchsorted(documents, source))
+        return at < len(documents) and int(documents[at]) == source
+
+    for level in detection.analysis.levels:
+        rows = np.unique(level.rows[level.df == smallest])
+        if any(holds(level.n, int(row)) for row in rows):
+            return True
+    combinations = detection.combinations
+    if combinations is None:
+        return False
+    members = [c for c in combinations.candidates if holds(c.n, c.row)]
+    if len(members) < 2:
+        return False
+    postings = [index.levels[c.n].documents(c.row) for c in members]
+    universe = np.unique(np.concatenate(postings))
+    matrix = np.zeros((len(members), len(universe)), dtype=np.float32)
+    for row, posting in enumerate(postings):
+        matrix[row, np.searchsorted(universe, posting)] = 1.0
+    pairs = matrix @ matrix.T
+    if (np.triu(pairs, 1) == smallest).any():
+        return True
+    if combinations.arity >= 3:
+        for a in range(len(members) - 2):
+            sub = matrix[a + 1 :, matrix[a] > 0]
+            if (np.triu(sub @ sub.T, 1) == smallest).any():
+                return True
+    return False
+
+
+def our_verdicts(index: CorpusIndex, text: str, source: int, cells: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    verdicts = {}
+    for k, arity in cells:
+        detection = detect(index, text, k, arity, max_combinations=0)
+        anonymity = detection.anonymity
+        verdicts[(k, arity)] = {
+            "linkable": not detection.protected,
+            "anonymity": anonymity,
+            "success": source_in_smallest(index, detection, source) if anonymity is not None else False,
+        }
+    return verdicts
+
+
+# -- utility ------------------------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    """One changed region: character ranges in the de-identified and protected texts, and its kind."""
+
+    before: tuple[int, int]
+    after: tuple[int, int]
+    kind: str  # "mask" or "rewrite" (inserted on the protected side), "removed" (de-identified side only)
+
+
+def _runs(starts: Any, ends: Any, first: int, last: int, text: str, masks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Character ranges of tokens ``first..last-1``, consecutive tokens joined unless a mask lies between."""
+    runs: list[list[int]] = []
+    for i in range(first, last):
+        start, end = int(starts[i]), int(ends[i])
+        if runs and not any(runs[-1][1] <= m_start < start for m_start, _ in masks):
+            runs[-1][1] = end
+        else:
+            runs.append([start, end])
+    return [(a, b) for a, b in runs]
+
+
+def compare_texts(tokenizer: Tokenizer, before: str, after: str) -> tuple[int, int, list[Change]]:
+    """Tokens of ``before``, how many of them the protection changed, and the changed regions.
+
+    The diff runs on tokens (so "tokens changed" counts words, not characters). Within a
+    changed stretch, removed tokens are marked on the de-identified side, and on the
+    protected side each inserted mask is a "mask" change and each run of new words a
+    "rewrite"; masks put between kept tokens count too.
+    """
+    a, b = tokenizer.tokenize(before), tokenizer.tokenize(after)
+    old_masks, new_masks = a.masks, b.masks
+    matcher = difflib.SequenceMatcher(None, a.raw, b.raw, autojunk=False)
+    opcodes = matcher.get_opcodes()
+    kept = sum(i2 - i1 for tag, i1, i2, _, _ in opcodes if tag == "equal")
+    changes: list[Change] = []
+
+    def inserted_masks(old_low: int, old_high: int, low: int, high: int) -> list[tuple[int, int]]:
+        """Masks in ``after[low:high]`` beyond those ``before[old_low:old_high]`` already had."""
+        had = Counter(before[s:e] for s, e in old_masks if old_low <= s and e <= old_high)
+        fresh = []
+        for s, e in new_masks:
+            if low <= s and e <= high:
+                if had[after[s:e]]:
+                    had[after[s:e]] -= 1
+                else:
+                    fresh.append((s, e))
+        return fresh
+
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            for i, j in zip(range(i1, i2 - 1), range(j1, j2 - 1)):
+                gap_before = before[int(a.ends[i]) : int(a.starts[i + 1])]
+                gap_after = after[int(b.ends[j]) : int(b.starts[j + 1])]
+                if gap_before != gap_after:
+                    at = int(a.ends[i])
+                    fresh = inserted_masks(at, int(a.starts[i + 1]), int(b.ends[j]), int(b.starts[j + 1]))
+                    changes += [Change((at, at), mask, "mask") for mask in fresh]
+            continue
+        low = int(b.ends[j1 - 1]) if j1 > 0 else 0
+        high = int(b.starts[j2]) if j2 < len(b) else len(after)
+        at = int(a.ends[i1 - 1]) if i1 > 0 else 0
+        for run in _runs(a.starts, a.ends, i1, i2, before, old_masks):
+            changes.append(Change(run, (low, low), "removed"))
+        for run in _runs(b.starts, b.ends, j1, j2, after, new_masks):
+            changes.append(Change((at, at), run, "rewrite"))
+        old_high = int(a.starts[i2]) if i2 < len(a) else len(before)
+        changes += [Change((at, at), mask, "mask") for mask in inserted_masks(at, old_high, low, high)]
+    changes.sort(key=lambda change: (change.after, change.before))
+    return len(a), len(a) - kept, changes
+
+
+def utility_of(tokenizer: Tokenizer, document: Document) -> tuple[dict[str, Any], list[Change]]:
+    assert document.protected is not None
+    tokens, changed, changes = compare_texts(tokenizer, document.deidentified, document.protected)
+    edits = Counter(str(edit.get("by", "unknown")) for edit in document.edits or [])
+    return {
+        "tokens": tokens,
+        "tokens_changed": changed,
+        "masks_added": len(tokenizer.mask_spans(document.protected)) - len(tokenizer.mask_spans(document.deidentified)),
+        "edits": dict(edits) if document.edits is not None else None,
+    }, changes
+
+
+# -- the whole evaluation ------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    """Everything ``delink evaluate`` writes: ``metrics`` (JSON) and what the report draws."""
+
+    metrics: dict[str, Any]
+    documents: list[dict[str, Any]] = field(default_factory=list)  # per document, with texts, for the report
+    seconds: float = 0.0
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _histogram(values: Iterable[int | None]) -> dict[str, int]:
+    counts = Counter("none" if value is None else str(value) for value in values)
+    return dict(sorted(counts.items(), key=lambda item: (item[0] == "none", int(item[0]) if item[0] != "none" else 0)))
+
+
+def _protection_setting(documents: list[Document]) -> dict[str, Any] | None:
+    settings = {tuple(sorted(d.settings.items())) if d.settings else None for d in documents if d.protected is not None}
+    if len(settings) == 1:
+        only = settings.pop()
+        return dict(only) if only else None
+    return None
+
+
+def evaluate(
+    index: CorpusIndex,
+    original: Path,
+    deidentified: Path,
+    protected: Path | None,
+    settings: EvaluationSettings,
+    progress: bool = True,
+) -> Evaluation:
+    """Evaluate the documents of ``deidentified`` (and ``protected``) that join with the collection."""
+    started = time.perf_counter()
+    collection = check_original(index, original)
+    joined = join(index, deidentified, protected)
+    documents = joined.documents
+    cells = settings.cells
+    engine = None
+    engine_absent = "not asked for (--no-engine)"
+    if settings.adversary:
+        from .adversary import SearchEngineAdversary, engine_unavailable
+
+        engine_absent = engine_unavailable() or ""
+        if not engine_absent:
+            engine = SearchEngineAdversary((text for _, text in collection), index.rules, index.max_n)
+    per_document: list[dict[str, Any]] = []
+    versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
+    bar = tqdm(documents, desc="evaluate", unit="doc", disable=not progress)
+    for document in bar:
+        entry: dict[str, Any] = {"id": document.id, "ours": {}, "engine": {}}
+        for version, attribute in versions:
+            text = getattr(document, attribute)
+            entry["ours"][version] = our_verdicts(index, text, document.source, cells)
+            if engine is not None:
+                entry["engine"][version] = engine.attack(text, settings.ks, settings.arities)
+        report_cell = (settings.report_k, settings.report_arity)
+        entry["assess"] = {
+            version: assess_text(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations)  # type: ignore[arg-type]
+            for version, attribute in versions
+        }
+        if document.protected is not None:
+            entry["utility"], entry["changes"] = utility_of(index.tokenizer, document)
+        entry["document"] = document
+        per_document.append(entry)
+    bar.close()
+    if settings.semantic:
+        from .semantic import semantic_linkage
+
+        semantic = semantic_linkage(index, collection, documents, progress)
+        for entry, row in zip(per_document, semantic.pop("per_document", [])):
+            entry["semantic"] = row
+    else:
+        semantic = {"available": False, "reason": "not asked for (--no-semantic)"}
+    metrics = _summarize(index, joined, per_document, settings, semantic, engine is not None, collection)
+    if engine is None:
+        metrics["engine"]["reason"] = engine_absent
+    metrics["seconds"] = round(time.perf_counter() - started, 1)
+    return Evaluation(metrics=metrics, documents=per_document, seconds=metrics["seconds"])
+
+
+def _summarize(
+    index: CorpusIndex,
+    joined: Joined,
+    per_document: list[dict[str, Any]],
+    settings: EvaluationSettings,
+    semantic: dict[str, Any],
+    with_engine: bool,
+    collection: list[tuple[Any, str]],
+) -> dict[str, Any]:
+    protection = _protection_setting(joined.documents)
+    if protection is not None:
+        # Protection holds against the index it was checked with; another index proves nothing here.
+        protection["same_index"] = protection.get("index") in (None, index.manifest["key_id"])
+    versions = ["before"] + (["after"] if joined.has_protected else [])
+    cells = []
+    disagreements = []
+    for k, arity in settings.cells:
+        cell: dict[str, Any] = {"k": k, "arity": arity}
+        if protection is not None and protection["same_index"]:
+            cell["within_protection"] = k <= protection["k"] and arity <= protection["arity"]
+        for version in versions:
+            ours = [entry["ours"][version][(k, arity)] for entry in per_document]
+            linkable = sum(v["linkable"] for v in ours)
+            cell[version] = {
+                "documents": len(ours),
+                "linkable": linkable,
+                "linkable_share": _share(linkable, len(ours)),
+                "successful": sum(v["success"] for v in ours),
+                "successful_share": _share(sum(v["success"] for v in ours), len(ours)),
+                "singled_out": sum(v["anonymity"] == 1 for v in ours),
+                "anonymity": _histogram(v["anonymity"] for v in ours),
+            }
+            if with_engine:
+                theirs = [entry["engine"][version][(k, arity)] for entry in per_document]
+                cell[version]["engine_linkable"] = sum(v.linkable for v in theirs)
+                cell[version]["engine_linkable_share"] = _share(cell[version]["engine_linkable"], len(theirs))
+                for entry, mine, other in zip(per_document, ours, theirs):
+                    if mine["linkable"] != other.linkable or mine["anonymity"] != other.anonymity:
+                        disagreements.append(
+                            {
+                                "id": entry["id"],
+                                "version": version,
+                                "k": k,
+                                "arity": arity,
+                                "kind": "decision" if mine["linkable"] != other.linkable else "anonymity",
+                                "ours": {"linkable": mine["linkable"], "anonymity": mine["anonymity"]},
+                                "engine": {"linkable": other.linkable, "anonymity": other.anonymity, "witness": other.witness},
+                            }
+                        )
+        if joined.has_protected:
+            before = [entry["ours"]["before"][(k, arity)]["linkable"] for entry in per_document]
+            after = [entry["ours"]["after"][(k, arity)]["linkable"] for entry in per_document]
+            averted = sum(b and not a for b, a in zip(before, after))
+            cell["averted"] = {"linkable_before": sum(before), "averted": averted, "share": _share(averted, sum(before))}
+        cells.append(cell)
+    excluded = {reason: {"count": len(ids), "ids": ids[:50], "why": EXCLUSION_REASONS[reason]} for reason, ids in joined.excluded.items()}
+    metrics: dict[str, Any] = {
+        "settings": {
+            "index": str(index.path),
+            "k": settings.ks,
+            "arity": settings.arities,
+            "report": {"k": settings.report_k, "arity": settings.report_arity},
+            "rules": index.rules.to_dict(),
+            "protection": protection,
+        },
+        "documents": {
+            "collection": len(collection),
+            "evaluated": len(per_document),
+            "excluded": excluded,
+            "excluded_total": sum(len(ids) for ids in joined.excluded.values()),
+            "protected_without_edits": {"count": len(joined.unverified), "ids": joined.unverified[:50]},
+            "protected_not_in_deidentified": {"count": len(joined.extra_protected), "ids": joined.extra_protected[:50]},
+        },
+        "linkage": cells,
+        "engine": {
+            "name": "tantivy" if with_engine else None,
+            "available": with_engine,
+            "disagreements": disagreements,
+            "decision_disagreements": sum(d["kind"] == "decision" for d in disagreements),
+        },
+        "semantic": semantic,
+    }
+    if joined.has_protected:
+        utilities = [entry["utility"] for entry in per_document]
+        tokens = sum(u["tokens"] for u in utilities)
+        changed = sum(u["tokens_changed"] for u in utilities)
+        with_edits = [u["edits"] for u in utilities if u["edits"] is not None]
+        kinds = sorted({kind for edits in with_edits for kind in edits})
+        metrics["utility"] = {
+            "tokens": tokens,
+            "tokens_changed": changed,
+            "tokens_changed_share": _share(changed, tokens),
+            "masks_added": sum(u["masks_added"] for u in utilities),
+            "masks_added_per_document": sum(u["masks_added"] for u in utilities) / len(utilities),
+            "edits_per_document": {kind: sum(e.get(kind, 0) for e in with_edits) / len(with_edits) for kind in kinds}
+            if with_edits
+            else None,
+            "documents_unchanged": sum(u["tokens_changed"] == 0 for u in utilities),
+        }
+    metrics["per_document"] = [_document_metrics(entry) for entry in per_document]
+    return metrics
+
+
+def _document_metrics(entry: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": entry["id"]}
+    for version, cells in entry["ours"].items():
+        row[version] = [{"k": k, "arity": m, **value} for (k, m), value in cells.items()]
+        if entry["engine"]:
+            for item, verdict in zip(row[version], entry["engine"][version].values()):
+                item["engine_linkable"], item["engine_anonymity"] = verdict.linkable, verdict.anonymity
+    if "utility" in entry:
+        row["utility"] = entry["utility"]
+    if "semantic" in entry:
+        row["semantic"] = entry["semantic"]
+    return row

@@ -1,0 +1,101 @@
+"""The evaluation's plots (matplotlib, Agg backend, PNG bytes): linkage vs k, anonymity, similarity, top-k."""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+_BEFORE, _AFTER = "#c0392b", "#2471a3"
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png", dpi=96)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def linkage_plot(metrics: dict[str, Any]) -> bytes:
+    """Share of linkable documents vs k, one panel per arity; ours solid, the engine dashed."""
+    cells = metrics["linkage"]
+    arities = metrics["settings"]["arity"]
+    ks = metrics["settings"]["k"]
+    figure, axes = plt.subplots(1, len(arities), figsize=(3.4 * len(arities), 3.0), sharey=True, squeeze=False)
+    for axis, arity in zip(axes[0], arities):
+        rows = [c for c in cells if c["arity"] == arity]
+        for version, colour in (("before", _BEFORE), ("after", _AFTER)):
+            if version not in rows[0]:
+                continue
+            axis.plot(ks, [100 * (r[version]["linkable_share"] or 0) for r in rows], "o-", color=colour, label=f"{version} (ours)")
+            if "engine_linkable_share" in rows[0][version]:
+                axis.plot(
+                    ks, [100 * (r[version]["engine_linkable_share"] or 0) for r in rows], "s--", color=colour,
+                    alpha=0.6, label=f"{version} (tantivy)",
+                )
+        axis.set_title(f"arity {arity}")
+        axis.set_xlabel("k")
+        axis.set_xticks(ks)
+        axis.set_ylim(-3, 103)
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("documents linkable (%)")
+    axes[0][-1].legend(fontsize=7, loc="center right")
+    return _png(figure)
+
+
+def anonymity_plot(metrics: dict[str, Any]) -> bytes:
+    """How many documents have each anonymity (smallest candidate set) at the report's (k, arity)."""
+    report = metrics["settings"]["report"]
+    cell = next(c for c in metrics["linkage"] if c["k"] == report["k"] and c["arity"] == report["arity"])
+    labels = sorted({key for version in ("before", "after") if version in cell for key in cell[version]["anonymity"]},
+                    key=lambda key: (key == "none", int(key) if key != "none" else 0))
+    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    width = 0.4
+    for offset, (version, colour) in enumerate((("before", _BEFORE), ("after", _AFTER))):
+        if version in cell:
+            values = [cell[version]["anonymity"].get(label, 0) for label in labels]
+            axis.bar([i + (offset - 0.5) * width for i in range(len(labels))], values, width, color=colour, label=version)
+    axis.set_xticks(range(len(labels)), ["not linkable" if label == "none" else label for label in labels])
+    axis.set_xlabel(f"anonymity at k={report['k']}, arity {report['arity']}")
+    axis.set_ylabel("documents")
+    axis.legend(fontsize=8)
+    return _png(figure)
+
+
+def similarity_plot(values: list[float]) -> bytes:
+    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    axis.hist(values, bins=20, range=(min(0.0, min(values)), 1.0), color=_AFTER)
+    axis.set_xlabel("cosine similarity, de-identified vs protected")
+    axis.set_ylabel("documents")
+    return _png(figure)
+
+
+def topk_plot(semantic: dict[str, Any]) -> bytes:
+    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    names = ["top1", "top10"]
+    width = 0.4
+    for offset, (version, colour) in enumerate((("before", _BEFORE), ("after", _AFTER))):
+        if version in semantic:
+            axis.bar([i + (offset - 0.5) * width for i in range(2)], [100 * semantic[version][n] for n in names], width,
+                     color=colour, label=version)
+    axis.set_xticks(range(2), ["top-1", "top-10"])
+    axis.set_ylim(0, 100)
+    axis.set_ylabel("true source found (%)")
+    axis.set_title("semantic linkage")
+    axis.legend(fontsize=8)
+    return _png(figure)
+
+
+def evaluation_plots(metrics: dict[str, Any]) -> dict[str, bytes]:
+    """File name → PNG bytes for every plot the metrics support."""
+    plots = {"linkage.png": linkage_plot(metrics), "anonymity.png": anonymity_plot(metrics)}
+    semantic = metrics["semantic"]
+    if semantic.get("available"):
+        plots["semantic_topk.png"] = topk_plot(semantic)
+        if "similarity" in semantic:
+            plots["similarity.png"] = similarity_plot(semantic["similarity"]["values"])
+    return plots

