@@ -2,8 +2,9 @@
 
 Anonymizes Adult with the optimal full-domain generalizer for k = 2..7 (k-anonymity),
 l = 2..7 (distinct l-diversity) and t = 0.05..0.30 (t-closeness), measures each release
-with :func:`spacy_delink.tabular.privacy_level`, writes all numbers as JSON plus seven PNG
-plots, and prints one JSON summary to stdout.
+with :func:`spacy_delink.tabular.privacy_level` (the generalization checked against the
+hierarchies, and the release's own k, l, t and risks), writes all numbers as JSON plus
+seven PNG plots, and prints one JSON summary to stdout.
 
     python benchmarks/bench_tabular.py [--data-dir ../shared/data/adult] [--out benchmarks/results/tabular]
 """
@@ -66,6 +67,7 @@ def run_sweeps(data_dir: Path, suppression_limit: float) -> list[dict[str, Any]]
                 "entropy_change": report.entropy_change,
                 "per_sensitive": {name: m.privacy_level for name, m in report.per_sensitive.items()},
                 "local": {name: m.privacy_level for name, m in report.local.items()},
+                "release": report.release.to_dict() if report.release is not None else None,
             }
         )
     return runs

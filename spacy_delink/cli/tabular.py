@@ -33,8 +33,8 @@ def privacy_level_command(
     local: bool = typer.Option(False, "--local", help="Also the local PL of each QI given the other QIs."),
     as_json: bool = typer.Option(False, "--json", help="Print the full report as JSON instead of a table."),
     id_column: Optional[str] = typer.Option(None, "--id-column", help="Pair rows by this column instead of by position."),
-    hierarchy: list[str] = typer.Option(
-        [], "--hierarchy", "-H",
+    hierarchy: Optional[list[str]] = typer.Option(
+        None, "--hierarchy", "-H",
         help="COLUMN=PATH of an ARX hierarchy CSV: exact generalization check, hierarchical EMD for a sensitive column.",
     ),
     no_check: bool = typer.Option(False, "--no-check", help="Measure even a release that is not a generalization of the original."),
@@ -46,7 +46,7 @@ def privacy_level_command(
     from ..io import atomic_write, refuse_same_file
     from ..tabular import privacy_level
 
-    hierarchies = parse_hierarchies(hierarchy)
+    hierarchies = parse_hierarchies(hierarchy or [])
     if output is not None:
         refuse_same_file([original, anonymized, *hierarchies.values()], output)
     report = privacy_level(
@@ -103,8 +103,8 @@ def anonymize_table_command(
     t: Optional[float] = typer.Option(None, "--t", help="t-closeness (EMD) of every sensitive column."),
     sensitive: str = typer.Option("", "--sensitive", help="Comma-separated sensitive columns (needed for --l and --t)."),
     suppression_limit: float = typer.Option(0.0, "--suppression-limit", help="Largest share of records that may be suppressed."),
-    sensitive_hierarchy: list[str] = typer.Option(
-        [], "--sensitive-hierarchy", help="COLUMN=PATH of a sensitive column's hierarchy: t-closeness uses the tree distance.",
+    sensitive_hierarchy: Optional[list[str]] = typer.Option(
+        None, "--sensitive-hierarchy", help="COLUMN=PATH of a sensitive column's hierarchy: t-closeness uses the tree distance.",
     ),
 ) -> None:
     """Optimal full-domain generalization (least non-uniform entropy) under k, l and t."""
@@ -112,8 +112,8 @@ def anonymize_table_command(
     from ..tabular import write_csv
     from ..tabular.anonymize import anonymize
 
-    hierarchies = parse_hierarchies(hierarchy)
-    sensitive_trees = parse_hierarchies(sensitive_hierarchy, "--sensitive-hierarchy")
+    hierarchies = parse_hierarchies(hierarchy or [])
+    sensitive_trees = parse_hierarchies(sensitive_hierarchy or [], "--sensitive-hierarchy")
     refuse_same_file([data, *hierarchies.values(), *sensitive_trees.values()], output)
     result = anonymize(
         data,

@@ -396,8 +396,12 @@ def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, 
         return graph.improve(graph.greedy(removed), fixed=free)
 
     removed = _lazy_triples(detection, removed, solve)
-    paper = _lazy_triples(detection, free | _paper_pair_flags(combos, pairs), lambda edges, removed: _paper_flags(combos, edges, removed))
-    return removed if instance.cost(removed) <= instance.cost(paper) else paper
+    paper = free | _paper_pair_flags(combos, pairs)
+    cost = instance.cost(removed)
+    if cost <= instance.cost(paper):  # the paper's triples only add to its cost (a superset costs no less)
+        return removed
+    paper = _lazy_triples(detection, paper, lambda edges, removed: _paper_flags(combos, edges, removed))
+    return removed if cost <= instance.cost(paper) else paper
 
 
 def _paper_pair_flags(combos: "CombinationAnalysis", pairs: np.ndarray) -> np.ndarray:

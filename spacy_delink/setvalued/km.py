@@ -8,10 +8,12 @@ knowledge.
 
 The solver deletes items only (the paper generalizes along an item hierarchy; without one,
 generalizing an item to the root is deleting it). It repeats, smallest itemsets first,
-until no itemset of at most m items is rare: for each itemset that occurs in fewer than k
-records, every record holding it loses the itemset's item that the fewest records hold
-(ties: by the item's text). Each round removes at least one item occurrence, so it ends;
-the result is checked by :func:`verify_km_anonymous` before it is returned.
+until no itemset of at most m items is rare. An item held by fewer than k records is
+deleted everywhere (deletions only lower supports, so no release keeps it); for a larger
+itemset held by fewer than k records, every record holding it loses the itemset's item
+that the fewest records hold (ties: by the item's text). Each round removes at least one
+item occurrence, so it ends; the result is checked by :func:`verify_km_anonymous` before
+it is returned. It is a greedy heuristic, not Terrovitis et al.'s optimal hierarchy cut.
 """
 from __future__ import annotations
 
@@ -87,12 +89,20 @@ def anonymize_km(records: Sequence[Iterable[Hashable]], k: int, m: int = 2) -> S
     current, vocabulary = _encode(records)
     size = 1
     while size <= m:
-        rare = {itemset for itemset, count in _itemset_supports(current, size).items() if count < k}
+        supports = _itemset_supports(current, size)
+        rare = {itemset for itemset, count in supports.items() if count < k}
         if not rare:
             size += 1
             continue
+        if size == 1:  # an item held fewer than k times can only be deleted everywhere
+            dropped = {item for (item,) in rare}
+            current = [tuple(item for item in items if item not in dropped) for items in current]
+            continue
         item_support = Counter(item for items in current for item in items)
+        involved = {item for itemset in rare for item in itemset}
         for record, items in enumerate(current):
+            if len(items) < size or involved.isdisjoint(items):
+                continue
             kept = set(items)
             for itemset in combinations(items, size):
                 if itemset in rare and kept.issuperset(itemset):
