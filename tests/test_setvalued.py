@@ -393,8 +393,8 @@ def smallest_linked_class(lines: list[dict]) -> int:
 
 
 def thread_log() -> list[dict]:
-    """Twelve users with two topic threads each; each thread occurs at least 3 times, but the
-    pairs of threads a user holds repeat less often (three users hold a pair of their own)."""
+    """Twelve users with two topic threads each; each thread occurs 6 times, but four users
+    hold a pair of threads no one else holds."""
     topics = {"a": ["cheap flights", "flights paris"], "b": ["python tutorial"], "c": ["knee pain", "pain relief"],
               "d": ["garden roses"]}
     pairs = [("a", "b")] * 3 + [("c", "d")] * 3 + [("a", "c"), ("b", "d"), ("a", "d"), ("b", "c"), ("a", "b"), ("c", "d")]
@@ -409,6 +409,8 @@ def test_thread_release_cannot_be_linked_back_to_users(tmp_path: Path, monkeypat
     linked = [{"id": r.id, "items": sorted(items)} for r, items in zip(records, per_thread.published)]
     assert min(Counter(tuple(line["items"]) for line in linked).values()) >= 3
     assert smallest_linked_class(linked) == 1
+    by_user = Counter(tuple(sorted(tuple(line["items"]) for line in linked if line["id"] == user)) for user in {l["id"] for l in linked})
+    assert sum(count == 1 for count in by_user.values()) == 4
     output = tmp_path / "threads.jsonl"
     assert run_cli(monkeypatch, "setanon", source, "--k", "3", "--threads", "--output", output) == 0
     lines = list(srsly.read_jsonl(output))

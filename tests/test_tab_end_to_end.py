@@ -6,6 +6,8 @@ not among them. Inputs: the originals with the manual suppression spans replaced
 """
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from typer.testing import CliRunner
 import spec_oracle
 from conftest import shared_path
 from spacy_delink.cli import app
+from spacy_delink.evaluate.report import DOCS_PER_PAGE
 from tab_testbed import load_tab
 
 pytestmark = pytest.mark.slow
@@ -58,8 +61,13 @@ def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int) -> None:
         linkable_docs += record["anonymity"] is not None
     # The manual de-identification leaves linkable phrases in most documents (the paper's point).
     assert linkable_docs > 100
+    # The report carries every flagged phrase of the first page with its support (tooltips read it).
     html = (tmp / "r.html").read_text()
-    assert html.count("df=1") >= sum(g["support"] == 1 for r in records[:3] for g in r["ngrams"]) > 0
+    shown = [json.loads(block) for block in re.findall(r'<script type="application/json" class="doc-data">(.*?)</script>', html)]
+    assert len(shown) == min(len(records), DOCS_PER_PAGE)
+    for data, record in zip(shown, records):
+        assert data["before"]["g"] == [[g["support"], g["text"]] for g in record["ngrams"]]
+    assert sum(support == 1 for data in shown for support, _ in data["before"]["g"]) > 0
 
 
 def exhaustive_combinations(

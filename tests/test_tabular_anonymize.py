@@ -378,3 +378,25 @@ def test_cli_privacy_level_checks_the_release_and_reports_its_own_figures(tmp_pa
     assert runner.invoke(app, [*args[:2], str(edited), *args[3:], "--no-check"]).exit_code == 0
     same = runner.invoke(app, [*args, "-o", str(released)])
     assert isinstance(same.exception, InputError) and "is the input" in str(same.exception)
+
+
+def test_suppressed_records_are_withheld_and_the_release_keeps_every_model() -> None:
+    """A suppressed record loses its sensitive values too; what stays published satisfies k, l and t."""
+    checked = 0
+    for seed in (1, 2, 3):
+        records = random_table(seed, 30)
+        for k, l, t in ((2, 2, None), (4, None, 0.25), (2, 2, 0.2), (3, None, 0.1)):
+            try:
+                result = anonymize(records, SMALL_HIERARCHIES, k=k, l=l, t=t, sensitive=["disease", "income"], suppression_limit=0.2)
+            except InputError:
+                continue
+            released = result.table
+            withheld = [row for row in range(len(records)) if released.column("age")[row] == "*" and released.column("disease")[row] == "*"]
+            assert len(withheld) == result.suppressed
+            assert all(released.column("income")[row] == "*" for row in withheld)
+            statistics = release_statistics(load_table(records), released, list(SMALL_HIERARCHIES), ["disease", "income"])
+            assert statistics.withheld == result.suppressed and statistics.k >= k
+            assert all(value >= (l or 1) for value in statistics.l.values())
+            assert all(value <= (t if t is not None else 1.0) + 1e-9 for value in statistics.t.values())
+            checked += result.suppressed > 0
+    assert checked >= 3

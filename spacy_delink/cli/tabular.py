@@ -97,7 +97,7 @@ def privacy_level_command(
 def anonymize_table_command(
     data: Path = typer.Argument(..., metavar="DATA.csv", help="The table to anonymize (delimiter auto-detected)."),
     hierarchy: list[str] = typer.Option(..., "--hierarchy", "-H", help="COLUMN=PATH of an ARX hierarchy CSV; repeat for each QI."),
-    output: Path = typer.Option(..., "--output", "-o", help="Anonymized CSV to write (suppressed rows keep '*' QIs)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Anonymized CSV to write (suppressed records withheld: their QIs and sensitive values '*')."),
     k: Optional[int] = typer.Option(None, "--k", help="k-anonymity: every class holds at least k records."),
     l: Optional[int] = typer.Option(None, "--l", help="Distinct l-diversity of every sensitive column."),
     t: Optional[float] = typer.Option(None, "--t", help="t-closeness (EMD) of every sensitive column."),

@@ -1,4 +1,5 @@
-"""The "smarter redaction" baseline and the attacker: both logistic regression on TF-IDF features."""
+"""The logistic-regression baselines (``logreg``: largest |weight|; ``logreg_d0``: largest weight towards D0)
+and the attacker: both logistic regression on TF-IDF features."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -20,6 +21,9 @@ def logreg_word_weights(
     sensitive_words: Sequence[Sequence[str]], safe_words: Sequence[Sequence[str]], seed: int = 0
 ) -> dict[str, float]:
     """Per-word logistic-regression weights toward the sensitive collection (positive = sensitive).
+
+    The component ranks by |weight| (``logreg``: a word marking either side reveals the
+    source) or by the weight itself (``logreg_d0``, the paper's baseline).
 
     Features are TF-IDF over the same lowercased words the redactor sees, so every weight maps
     back to a word that can be masked.

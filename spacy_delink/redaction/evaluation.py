@@ -195,7 +195,12 @@ def privacy_curve(
         )
         train_docs = [[docs[s][i] for i in splits[s][0]] for s in (0, 1)]
         test_docs = [[docs[s][i] for i in splits[s][1]] for s in (0, 1)]
-        pick = lambda s, part: None if embeddings[s] is None else [embeddings[s][i] for i in splits[s][part]]  # noqa: E731
+
+        def pick(side: int, part: int) -> list[np.ndarray] | None:
+            """The word embeddings of one side's train (0) or test (1) part, if computed."""
+            found = embeddings[side]
+            return None if found is None else [found[i] for i in splits[side][part]]
+
         for method, fraction in tqdm(jobs, desc=f"split {repeat + 1}", disable=not progress, leave=False):
             redactor = DelinkRedactor(nlp, method=method, fraction=fraction, seed=seed)
             started = time.perf_counter()

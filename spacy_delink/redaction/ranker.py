@@ -197,7 +197,9 @@ def redacted_sentence_embeddings(
     import torch
 
     padded, lengths = _pad(embeddings)
-    scores = net(padded).squeeze(-1)
+    valid = _valid_mask(padded[:, :, 0], lengths)
+    scores = torch.zeros(valid.shape, dtype=padded.dtype)
+    scores = scores.masked_scatter(valid, net(padded[valid]).squeeze(-1))  # the words only, not the padding
     if temperature is None:
         weights = hard_keep_weights(scores, lengths, fraction)
     else:

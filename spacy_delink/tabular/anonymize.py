@@ -16,7 +16,11 @@ Privacy models, checked per equivalence class (records sharing released QI value
   distance (|i − j| / (m − 1) over sorted values) for numeric ones (every value parses as
   a number), else equal ground distance.
 
-Records of violating classes are suppressed: all their QIs become ``*``.
+Records of violating classes are suppressed, that is withheld: their QIs and their
+sensitive values all become ``*`` (the row stays, so that rows still pair by position).
+Keeping a suppressed record's sensitive value would publish one more class, the ``*``
+rows, that no model was checked on: at t = 0.25 with 1% suppression on Adult its
+native-country distribution lay 0.34 from the table's.
 
 Utility loss: ARX's non-uniform entropy (its monotonic variant), N · Σ_QI H(X | X̄) in
 bits over all records at the chosen levels — the information the release loses about
@@ -115,7 +119,7 @@ def read_hierarchy(path: str | Path) -> Hierarchy:
 
 @dataclass(frozen=True)
 class AnonymizationResult:
-    """The chosen transformation, its cost and the released table (suppressed rows kept as ``*``)."""
+    """The chosen transformation, its cost and the released table (suppressed rows withheld as ``*``)."""
 
     levels: dict[str, int]
     loss: float
@@ -413,7 +417,7 @@ def anonymize(
     levels = best[2]
     class_of, sizes = lattice.classes(levels)
     bad_classes = lattice.violating(class_of, sizes)
-    released = _release(data, lattice, levels, bad_classes[class_of])
+    released = _release(data, lattice, levels, bad_classes[class_of], sensitive)
     kept = sizes[~bad_classes]
     return AnonymizationResult(
         levels=dict(zip(lattice.qis, levels)),
@@ -429,10 +433,14 @@ def anonymize(
     )
 
 
-def _release(data: Table, lattice: _Lattice, levels: Sequence[int], suppressed_groups: np.ndarray) -> Table:
-    """The input table with QIs generalized to ``levels`` and suppressed records' QIs set to ``*``."""
+def _release(
+    data: Table, lattice: _Lattice, levels: Sequence[int], suppressed_groups: np.ndarray, sensitive: Sequence[str]
+) -> Table:
+    """The input table with QIs generalized to ``levels``; suppressed records' QIs and sensitive values set to ``*``."""
     suppressed_rows = suppressed_groups[lattice.row_group]
     columns = dict(data.columns)
+    for name in sensitive:
+        columns[name] = [SUPPRESSED if withheld else value for value, withheld in zip(data.column(name), suppressed_rows)]
     for j, name in enumerate(lattice.qis):
         labels = np.asarray(lattice.level_labels[j][levels[j]], dtype=object)
         released = labels[lattice.released_codes(levels)[j][lattice.row_group]]

@@ -13,11 +13,15 @@ value generalizes the original one when
   ``<40``, ``>=40``, ``>40``, ``≤40``, ``≥40``).
 
 The release's own figures (:func:`release_statistics`) group its rows by their released
-quasi-identifiers (QIs), suppressed rows included as one more class:
+quasi-identifiers (QIs). A withheld record (every QI and every sensitive value
+suppressed, as :func:`~.anonymize.anonymize` writes a suppressed one) publishes nothing
+and is left out; a row whose QIs are all ``*`` but whose sensitive values show is a
+published class like any other:
 
 * k: the size of the smallest class; l: the fewest distinct values of a sensitive
-  attribute in a class; t: the largest EMD between a class's and the whole release's
-  distribution of a sensitive attribute (:mod:`.emd`).
+  attribute in a class; t: the largest EMD (:mod:`.emd`) between a class's distribution
+  of a sensitive attribute and the original table's (the population's, as the anonymizer
+  checks it; the same as the release's own when nothing is withheld).
 * Re-identification risks, as ARX defines them. *Prosecutor* (the adversary knows the
   person is in the release): a record's risk is 1/|E|, E its class; reported are the
   highest risk 1/min|E|, the share of records at it, and the average over records
@@ -183,6 +187,7 @@ class ReleaseStatistics:
     """The release's own k, l and t (per sensitive attribute) and its re-identification risks."""
 
     classes: int
+    withheld: int
     k: int
     l: dict[str, int]
     t: dict[str, float | None]
@@ -206,7 +211,7 @@ def _key(value: Hashable) -> Hashable:
 
 
 def _sensitive_figures(
-    classes: np.ndarray, values: list[Hashable], hierarchy: Any | None
+    classes: np.ndarray, values: list[Hashable], population: list[Hashable], hierarchy: Any | None
 ) -> tuple[int, float | None, str]:
     """(l, t, ground distance) of one sensitive column over the classes.
 
@@ -215,12 +220,13 @@ def _sensitive_figures(
     """
     distinct: dict[Hashable, int] = {}
     codes = np.array([distinct.setdefault(_key(v), len(distinct)) for v in values], dtype=np.int64)
+    population_codes = np.array([distinct.setdefault(_key(v), len(distinct)) for v in population], dtype=np.int64)
     n_classes, n_values = int(classes.max()) + 1, len(distinct)
     counts = np.zeros((n_classes, n_values))
     np.add.at(counts, (classes, codes), 1.0)
     l_value = int((counts > 0).sum(axis=1).min())
     share = counts / counts.sum(axis=1, keepdims=True)
-    overall = counts.sum(axis=0) / counts.sum()
+    overall = np.bincount(population_codes, minlength=n_values) / len(population_codes)
     if hierarchy is not None:
         paths = _paths(hierarchy)
         if any(str(value) not in paths for value in distinct):
@@ -237,10 +243,9 @@ def _sensitive_figures(
 def _population_matches(
     original: Table, anonymized: Table, qis: Sequence[str], classes: np.ndarray, hierarchies: Mapping[str, Any]
 ) -> np.ndarray:
-    """|F| per class: the original rows whose QI values the class's released values generalize."""
-    n = original.n_rows
-    first_row = np.zeros(int(classes.max()) + 1, dtype=np.int64)
-    first_row[classes[::-1]] = np.arange(n)[::-1]
+    """|F| per class: the original rows (the whole population) whose QI values the class's released values generalize."""
+    first_row = np.zeros(int(classes.max()) + 1, dtype=np.int64)  # a released row of each class
+    first_row[classes[::-1]] = np.arange(len(classes))[::-1]
     consistent = []  # per QI: (codes of each original row, released-code x original-code verdict matrix)
     for name in qis:
         originals: dict[Hashable, int] = {}
@@ -282,16 +287,22 @@ def release_statistics(
 ) -> ReleaseStatistics:
     """k, l, t and the risks of ``anonymized`` (rows paired with ``original``, the population)."""
     hierarchies = hierarchies or {}
-    classes = _class_codes(anonymized, qis)
+    withheld = np.array(
+        [all(_is_suppressed(anonymized.column(c)[row]) for c in (*qis, *sensitive)) for row in range(anonymized.n_rows)]
+    )
+    if withheld.all():
+        raise InputError("every record of the release is withheld (all its values are *): there is nothing to measure")
+    published = anonymized.take(np.flatnonzero(~withheld).tolist())
+    classes = _class_codes(published, qis)
     sizes = np.bincount(classes)
     per_record = sizes[classes]
     l_values, t_values, distances = {}, {}, {}
     for name in sensitive:
         l_values[name], t_values[name], distances[name] = _sensitive_figures(
-            classes, anonymized.column(name), hierarchies.get(name)
+            classes, published.column(name), original.column(name), hierarchies.get(name)
         )
-    n = anonymized.n_rows
-    matches = _population_matches(original, anonymized, qis, classes, hierarchies)[classes]
+    n = published.n_rows
+    matches = _population_matches(original, published, qis, classes, hierarchies)[classes]
     linked = bool(np.all(matches >= per_record))  # else the population model does not apply
     risks = Risks(
         prosecutor_highest=1.0 / int(sizes.min()),
@@ -301,4 +312,4 @@ def release_statistics(
         journalist_records_at_highest=float((matches == matches.min()).sum() / n) if linked else None,
         marketer=float((1.0 / matches).sum() / n) if linked else None,
     )
-    return ReleaseStatistics(len(sizes), int(sizes.min()), l_values, t_values, distances, risks)
+    return ReleaseStatistics(len(sizes), int(withheld.sum()), int(sizes.min()), l_values, t_values, distances, risks)
