@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from .errors import InputError
 from .io import JsonlStats, read_jsonl
@@ -33,12 +33,20 @@ class CorpusStats:
     skipped_lines: list[str] = field(default_factory=list)
 
 
-def _check_unicode(value: str, where: str, what: str) -> None:
+def unicode_problem(value: str) -> Optional[str]:
+    """Where ``value`` stops being text (a lone UTF-16 surrogate such as \\ud800, from a broken
+    ``\\u`` escape), if anywhere: such a string cannot be written as UTF-8 or shown."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as err:
-        bad = err.object[err.start : err.end].encode("unicode_escape").decode("ascii")
-        raise InputError(f"{where}: {what} holds a lone UTF-16 surrogate {bad}, which is not a character; fix the source") from None
+        return f"a lone UTF-16 surrogate \\u{ord(value[err.start]):04x} at character {err.start}"
+    return None
+
+
+def _check_unicode(value: str, where: str, what: str) -> None:
+    problem = unicode_problem(value)
+    if problem:
+        raise InputError(f"{where}: {what} holds {problem}, which is not a character; fix the source") from None
 
 
 def check_doc_id(value: Any, where: str, id_field: str = "id") -> DocId:
@@ -74,6 +82,7 @@ def _check_text(text: object, where: str, text_field: str) -> str:
         raise InputError(f"{where}: field {text_field!r} must be a string, got {type(text).__name__}")
     if len(text) > MAX_DOCUMENT_CHARS:
         raise InputError(f"{where}: document has {len(text):,} characters, over the {MAX_DOCUMENT_CHARS:,} limit")
+    _check_unicode(text, where, "the text")
     return text
 
 
@@ -133,9 +142,7 @@ def read_docbin(path: Path) -> Iterator[tuple[DocId, str]]:
     for n, doc in enumerate(doc_bin.get_docs(vocab), start=1):
         where = f"{path} doc {n}"
         doc_id = check_doc_id(doc.user_data.get("id"), where, "user_data['id']")
-        text = _check_text(doc.text, where, "text")
-        _check_unicode(text, where, "the text")
-        yield doc_id, text
+        yield doc_id, _check_text(doc.text, where, "text")
 
 
 def read_documents(

@@ -1,10 +1,14 @@
-"""Shared fixtures: the location of ../shared/data and helpers to skip cleanly without it."""
+"""Shared fixtures: the location of ../shared/data (skip cleanly without it) and the in-process CLI."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+
+from spacy_delink.cli import main
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -20,6 +24,36 @@ def shared_path(*parts: str) -> Path:
 @pytest.fixture
 def shared_data() -> Path:
     return shared_path()
+
+
+@dataclass
+class Outcome:
+    """What one run of the console entry point gave: exit status and both streams."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def delink(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
+    """Run the console entry point (`main`) in-process, with its exit status and output."""
+
+    def run(*args: Any) -> Outcome:
+        capsys.readouterr()
+        try:
+            main([str(arg) for arg in args])
+            code: Any = 0
+        except SystemExit as exit_:
+            code = exit_.code
+        captured = capsys.readouterr()
+        return Outcome(code if isinstance(code, int) else 1, captured.out, captured.err)
+
+    return run
 
 
 # The TAB test-bed loader is shared with the benchmarks and lives beside them.

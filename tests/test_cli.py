@@ -5,7 +5,6 @@ import gzip
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -13,7 +12,8 @@ import pytest
 import srsly
 from typer.testing import CliRunner
 
-from spacy_delink.cli import app, main
+from conftest import Outcome
+from spacy_delink.cli import app
 from spacy_delink.linkage.index import CorpusIndex
 
 CORPUS = [
@@ -21,30 +21,6 @@ CORPUS = [
     {"id": "b", "text": "The applicant's farm was sold in 1994."},
     {"id": "c", "text": "The farm near the river was sold."},
 ]
-
-
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def delink(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
-    """Run the console entry point (`main`) in-process, with its exit status and output."""
-
-    def run(*args: str) -> Outcome:
-        capsys.readouterr()
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        captured = capsys.readouterr()
-        return Outcome(code, captured.out, captured.err)
-
-    return run
 
 
 def test_module_entry_point(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,36 +20,11 @@ import pytest
 import srsly
 import typer
 
+from conftest import Outcome
 from spacy_delink import __version__
-from spacy_delink.cli import app, main
+from spacy_delink.cli import app
 
 COMMANDS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
-
-
-@dataclass
-class Outcome:
-    status: int
-    stdout: str
-    stderr: str
-
-    @property
-    def stderr_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
-
-
-@pytest.fixture
-def delink(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
-    """The console entry point, in-process, with its exit status and both streams."""
-
-    def run(*args: Any) -> Outcome:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exit_info:
-            main([str(arg) for arg in args])
-        captured = capsys.readouterr()
-        code = exit_info.value.code
-        return Outcome(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    return run
 
 
 def _squeezed(text: str) -> str:
@@ -64,7 +38,7 @@ def test_every_command_is_checked() -> None:
 @pytest.mark.parametrize("name", COMMANDS)
 def test_help_shows_every_text_and_default_and_no_bool_metavar(name: str, delink: Callable[..., Outcome]) -> None:
     result = delink(name, "--help")
-    assert result.status == 0 and result.stderr == ""
+    assert result.returncode == 0 and result.stderr == ""
     assert "<bool>" not in result.stdout
     shown = _squeezed(result.stdout)
     command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
@@ -98,14 +72,14 @@ def test_docs_cli_describes_every_command_and_option(name: str) -> None:
 def test_flags_take_no_value(delink: Callable[..., Outcome]) -> None:
     """`--skip-invalid` is a switch: it must not swallow the next word as its value."""
     result = delink("index", "--skip-invalid", "--help")
-    assert result.status == 0 and "Usage:" in result.stdout
+    assert result.returncode == 0 and "Usage:" in result.stdout
 
 
 def test_version(delink: Callable[..., Outcome]) -> None:
     result = delink("--version")
-    assert (result.status, result.stdout, result.stderr) == (0, f"spacy-delink {__version__}\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"spacy-delink {__version__}\n", "")
     root = delink("--help")
-    assert root.status == 0 and "--version" in root.stdout and "<bool>" not in root.stdout
+    assert root.returncode == 0 and "--version" in root.stdout and "<bool>" not in root.stdout
     assert "docs/linkage-rules.md" in root.stdout and "docs/cli.md" in root.stdout
 
 
@@ -134,7 +108,7 @@ def test_python_dash_m_is_the_same_program(tmp_path: Path) -> None:
 )
 def test_usage_errors_are_one_line_and_status_2(args: list[str], fragment: str, delink: Callable[..., Outcome]) -> None:
     result = delink(*args)
-    assert result.status == 2, result
+    assert result.returncode == 2, result
     assert result.stdout == ""
     assert len(result.stderr_lines) == 1, result.stderr
     line = result.stderr_lines[0]
@@ -145,7 +119,7 @@ def test_usage_errors_are_one_line_and_status_2(args: list[str], fragment: str, 
 
 def test_no_command_prints_the_help_and_status_2(delink: Callable[..., Outcome]) -> None:
     result = delink()
-    assert result.status == 2 and result.stdout == "" and "Commands:" in result.stderr
+    assert result.returncode == 2 and result.stdout == "" and "Commands:" in result.stderr
 
 
 @pytest.fixture
@@ -170,7 +144,7 @@ def test_run_time_errors_are_one_line_and_status_1(tmp_path: Path, corpus: Path,
     ]
     for args, fragment in cases:
         result = delink(*args)
-        assert result.status == 1, (args, result)
+        assert result.returncode == 1, (args, result)
         assert len(result.stderr_lines) == 1 and result.stderr_lines[0].startswith("error: "), (args, result.stderr)
         assert fragment in result.stderr_lines[0], (args, result.stderr)
     assert not (tmp_path / "out.jsonl").exists()
@@ -187,7 +161,7 @@ def test_interrupt_is_one_line_and_status_130(
 
     monkeypatch.setattr(spacy_delink.corpus, "read_documents", interrupted)
     result = delink("index", corpus, "-o", tmp_path / "index")
-    assert result.status == 130, result
+    assert result.returncode == 130, result
     assert result.stderr_lines[-1].startswith("error: interrupted"), result.stderr
     assert not (tmp_path / "index").exists()
 
@@ -196,7 +170,7 @@ def test_unwritable_output_is_one_line_and_status_1(tmp_path: Path, corpus: Path
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     result = delink("index", corpus, "-o", blocker / "index")
-    assert result.status == 1, result
+    assert result.returncode == 1, result
     assert result.stderr_lines[-1].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr
 
@@ -229,7 +203,7 @@ def test_summaries_go_to_stderr(tmp_path: Path, corpus: Path, delink: Callable[.
     ]
     for args, summary in runs:
         result = delink(*args)
-        assert result.status == 0, (args, result.stderr)
+        assert result.returncode == 0, (args, result.stderr)
         assert result.stdout == "", (args, result.stdout)
         assert summary in result.stderr, (args, result.stderr)
     assert json.loads((tmp_path / "protected.jsonl").read_text().splitlines()[0])["protected"] is True
@@ -240,5 +214,5 @@ def test_data_commands_keep_stdout_for_data(tmp_path: Path, delink: Callable[...
     table = tmp_path / "t.csv"
     table.write_text("age;disease\n" + "".join(f"{a};{d}\n" for a, d in zip([1, 2, 3, 4], ["flu", "cold", "flu", "cold"])))
     result = delink("privacy-level", table, table, "--qi", "age", "--sensitive", "disease", "--json")
-    assert result.status == 0, result.stderr
+    assert result.returncode == 0, result.stderr
     assert "privacy_level" in json.loads(result.stdout)["overall"]

@@ -339,6 +339,9 @@ def test_a_saved_pipeline_loads_in_a_fresh_process(index_path: Path, tmp_path: P
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.split() == ["True", "linkage_score"]
+    # The scorer alone, as a config that names it resolves it (no factory imports the package first).
+    alone = run_python("import spacy; print(spacy.registry.scorers.get('spacy_delink.linkage_scorer.v1')().__name__)")
+    assert alone.returncode == 0 and alone.stdout.strip() == "linkage_score", alone.stderr
 
 
 # -- 5. extension attributes ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -163,6 +164,9 @@ def test_replayed_edits_must_rebuild_the_protected_text() -> None:
              {"start": 0, "end": 2, "original": "ab", "replacement": "yz", "pass": 2, "by": "llm"}]
     assert replay_edits(source, edits) == "yz [X] ef"
     assert replay_edits("ab CD ef", edits) is None  # the edit's original is not there
+    published = [{k: v for k, v in edit.items() if k != "original"} for edit in edits]  # protect without keep_source
+    assert replay_edits(source, published) == "yz [X] ef"
+    assert replay_edits(source, [{**published[0], "end": 9}]) is None  # past the end of the text
     assert replay_edits(source, [{**edits[0], "start": "3"}]) is None  # malformed offsets
     assert replay_edits(source, "not a list") is None
 
@@ -433,7 +437,7 @@ def test_the_all_workflow_runs_end_to_end_and_skips_unchanged_steps(tmp_path: Pa
 def test_root_configs_are_full_pipelines_with_their_variables(tiny: dict[str, Path]) -> None:
     import spacy
 
-    from spacy_delink.rewrite.protect import load_rewriter
+    from spacy_delink.rewrite.protect import load_rewriter, parse_settings
 
     index = str(tiny["index"])
     nlp = spacy.util.load_model_from_config(
@@ -450,3 +454,22 @@ def test_root_configs_are_full_pipelines_with_their_variables(tiny: dict[str, Pa
     for name in ("pipeline_mask.cfg", "pipeline_openai.cfg"):  # what `delink protect --config` loads (no network yet)
         rewriter = load_rewriter(tiny["index"], 2, 3, REPO / "configs" / name, None)
         assert (rewriter.k, rewriter.arity) == (2, 3)
+        assert (rewriter.flagging, rewriter.keep_source, rewriter.scorer.__name__) == ("min_cover", False, "linkage_score")
+        assert load_rewriter(tiny["index"], 2, 3, REPO / "configs" / name, None, flagging="shortest").flagging == "shortest"
+    # `delink protect --set`: the config's variables, never what the command sets itself.
+    settings = parse_settings(["llm.base_url=http://127.0.0.1:9/v1", "llm.model=some-model", "components.delink_rewriter.max_passes=2"])
+    assert settings["components.delink_rewriter.max_passes"] == 2  # JSON values are typed
+    rewriter = load_rewriter(tiny["index"], 2, 3, REPO / "configs" / "pipeline_openai.cfg", None, config_overrides=settings)
+    assert (rewriter.model.url.startswith("http://127.0.0.1:9/v1"), rewriter.model.name, rewriter.max_passes) == (True, "some-model", 2)
+    for bad, message in (
+        ({"components.delink_rewriter.k": 5}, "use --k instead"),
+        ({"nosuch.key": 1}, "no [nosuch] section"),
+        ({"llm.no_such_key": 1}, "has no 'no_such_key'"),
+    ):
+        with pytest.raises(InputError, match=re.escape(message)):
+            load_rewriter(tiny["index"], 2, 3, REPO / "configs" / "pipeline_openai.cfg", None, config_overrides=bad)
+    with pytest.raises(InputError, match="needs --config"):
+        load_rewriter(tiny["index"], 2, 3, None, None, config_overrides={"llm.model": "m"})
+    for bad_setting in ("llm.model", "model=x", "llm.=x"):
+        with pytest.raises(InputError, match="SECTION.KEY=VALUE"):
+            parse_settings([bad_setting])

@@ -23,7 +23,7 @@ from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, KeyPermissionW
 from spacy_delink.linkage.index.commit import build_lock, recover
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.linkage.tokenize import LinkageRules
-from test_cli import Outcome, delink  # noqa: F401  (the fixture that runs the `delink` entry point)
+from conftest import Outcome
 
 CORPUS: list[tuple[Any, str]] = [
     ("Zwieselstein-v-Slovenia.txt", "The applicant's farm near the river Mura was sold."),

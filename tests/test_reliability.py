@@ -21,9 +21,10 @@ import spacy
 import srsly
 
 from fake_openai_server import INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
-from test_cli import Outcome, delink  # noqa: F401 (delink: the in-process CLI fixture)
+from conftest import Outcome
 from test_rewriter import CORPUS, K, TEXT, assert_protected, write_input
 from spacy_delink.errors import DelinkError, InputError
+from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.linkage.index import IndexBuilder
 from spacy_delink.rewrite.protect import load_rewriter, protect_file
 
@@ -259,6 +260,23 @@ def test_resume_accepts_only_records_protected_under_the_same_settings(
     out.write_bytes(before + b'{"id": "doc9", "te')
     assert "protected under" in error_line(delink(*protect_args(index_path, source, out, "--k", "3")))
     assert out.read_bytes() == before + b'{"id": "doc9", "te'
+
+
+def test_protect_output_carries_no_source_phrase_by_default(
+    delink: Callable[..., Outcome], index_path: Path, tmp_path: Path
+) -> None:
+    """Each edit's ``original`` is a phrase that made the text linkable; the output keeps it
+    only with ``keep_source`` (the component's rule), and the edits still replay."""
+    source = tmp_path / "in.jsonl"
+    write_input(source, 4)
+    out = tmp_path / "out.jsonl"
+    assert delink(*protect_args(index_path, source, out, "--k", "2", "--arity", "2")).returncode == 0
+    records = list(srsly.read_jsonl(out))
+    texts = {r["id"]: r["text"] for r in srsly.read_jsonl(source)}
+    assert any(record["edits"] for record in records)
+    for record in records:
+        assert all("original" not in edit for edit in record["edits"])
+        assert replay_edits(texts[record["id"]], record["edits"]) == record["text"]
 
 
 def test_resume_refuses_files_that_are_not_this_inputs_protect_output(

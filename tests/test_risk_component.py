@@ -1,12 +1,15 @@
 """The `delink_risk` spaCy component: attributes, alignment, serialization, multiprocessing."""
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 import spacy
 
 import spec_oracle
+from spacy_delink.components.alignment import expanded_spans, set_span_values
+from spacy_delink.components.extensions import register_extensions
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import IndexBuilder
 
@@ -83,3 +86,26 @@ def test_bad_configuration(index_path: Path) -> None:
     nlp.add_pipe("delink_risk")
     with pytest.raises(InputError, match="has no index"):
         nlp("text")
+
+
+def test_vectorized_alignment_equals_char_span_expand() -> None:
+    """``expanded_spans`` is ``Doc.char_span(..., alignment_mode="expand")`` for every range
+    (None where that gives an empty span: a range within a token's trailing space), on texts
+    with runs of spaces (whitespace tokens), punctuation and trailing space."""
+    register_extensions()
+    rng = random.Random(3)
+    nlp = spacy.blank("en")
+    pieces = ["river", "Sava", ",", "  ", "'s", "1997.", "\n", "farm-house", " ", "(A)"]
+    for _ in range(200):
+        text = "".join(rng.choice(pieces) + rng.choice(["", " ", " "]) for _ in range(rng.randint(0, 12)))
+        doc = nlp.make_doc(text)
+        ranges = [(a, b) for a, b in ((rng.randint(0, len(text)), rng.randint(0, len(text))) for _ in range(30)) if a < b]
+        expected = [doc.char_span(a, b, label="X", alignment_mode="expand") for a, b in ranges]
+        expected = [s if s is None or len(s) else None for s in expected]  # only whitespace: no span, not an empty one
+        got = expanded_spans(doc, ranges, "X")
+        assert [(s.start, s.end, s.label_) if s is not None else None for s in got] == [
+            (s.start, s.end, s.label_) if s is not None else None for s in expected
+        ], (text, ranges)
+        spans = [s for s in got if s is not None]
+        set_span_values(doc, spans, "delink_support", [(s.start, s.end) for s in spans])
+        assert [s._.delink_support for s in spans] == [(s.start, s.end) for s in spans]

@@ -4,11 +4,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from spacy.language import Language
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc
 
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
+from .alignment import expanded_spans, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import SCORE_WEIGHTS, record_anonymity
 
@@ -44,32 +45,32 @@ class CombinationDetector(IndexedComponent):
         detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations, self.flagging)
         result = detection.combinations
         assert result is not None  # arity >= 2
-        member_spans: dict[int, Span] = {}
+        reported = list(result.head(self.max_combinations))
+        members = sorted(
+            {m for combination in reported for m in combination.members},
+            key=lambda m: (result.candidates[m].start, result.candidates[m].end),
+        )
+        aligned = expanded_spans(doc, [(result.candidates[m].start, result.candidates[m].end) for m in members], COMBO_LABEL)
+        member_spans = {m: span for m, span in zip(members, aligned) if span is not None}
+        in_combinations: dict[int, list[int]] = {m: [] for m in member_spans}
         combinations: list[dict[str, Any]] = []
-        for number, combination in enumerate(result.head(self.max_combinations)):
+        for number, combination in enumerate(reported):
             for member in combination.members:
-                if member not in member_spans:
-                    occurrence = result.candidates[member]
-                    span = doc.char_span(occurrence.start, occurrence.end, label=COMBO_LABEL, alignment_mode="expand")
-                    if span is None:
-                        continue
-                    span._.delink_support = occurrence.support
-                    span._.delink_combinations = []
-                    member_spans[member] = span
-                member_spans[member]._.delink_combinations.append(number)
+                if member in in_combinations:
+                    in_combinations[member].append(number)
             combinations.append({"members": combination.members, "support": combination.support})
-        ordered = sorted(member_spans, key=lambda m: (result.candidates[m].start, result.candidates[m].end))
+        ordered = list(member_spans)
         position = {member: i for i, member in enumerate(ordered)}
-        doc.spans[COMBINATION_SPANS] = [member_spans[m] for m in ordered]
+        spans = [member_spans[m] for m in ordered]
+        set_span_values(doc, spans, "delink_support", [result.candidates[m].support for m in ordered])
+        set_span_values(doc, spans, "delink_combinations", [in_combinations[m] for m in ordered])
+        doc.spans[COMBINATION_SPANS] = spans
         doc._.delink_combinations = [
             {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
         ]
         doc._.delink_combination_linkable = result.combination_linkable
-        doc.spans[REPHRASE_SPANS] = [
-            span
-            for o in detection.to_rephrase()
-            if (span := doc.char_span(o.start, o.end, label=REPHRASE_LABEL, alignment_mode="expand")) is not None
-        ]
+        rephrase = expanded_spans(doc, [(o.start, o.end) for o in detection.to_rephrase()], REPHRASE_LABEL)
+        doc.spans[REPHRASE_SPANS] = [span for span in rephrase if span is not None]
         record_anonymity(doc, self.name, detection.anonymity)
         return doc
 

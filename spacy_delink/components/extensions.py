@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
+import numpy as np
 from spacy.tokens import Doc, Span, Token
 from spacy.util import registry
 
@@ -84,15 +85,15 @@ def register_extensions() -> None:
     _registered = True
 
 
-def set_token_risks(doc: Doc, spans: list[Span]) -> None:
-    """``token._.delink_risk`` = the highest risk of the spans covering the token."""
-    risks = [0.0] * len(doc)
-    for span in spans:
-        risk = float(span._.delink_risk)
-        for i in range(span.start, span.end):
-            if risk > risks[i]:
-                risks[i] = risk
-    doc.user_data[TOKEN_RISK_KEY] = risks
+def set_token_risks(doc: Doc, spans: list[Span], risks: list[float]) -> None:
+    """``token._.delink_risk`` = the highest risk of the spans covering the token (``risks[i]`` is ``spans[i]``'s).
+
+    Spans are written in increasing order of risk, so where they overlap the highest stays.
+    """
+    token_risks = np.zeros(len(doc))
+    for i in np.argsort(np.asarray(risks, dtype=float), kind="stable").tolist():
+        token_risks[spans[i].start : spans[i].end] = risks[i]
+    doc.user_data[TOKEN_RISK_KEY] = token_risks.tolist()
 
 
 def record_anonymity(doc: Doc, component: str, anonymity: int | None) -> None:

@@ -169,6 +169,10 @@ class DelinkRewriter(IndexedComponent):
         arity = detection.combinations.arity if detection.combinations is not None else 1
         return detection.text == result.text and detection.k == self.k and arity == self.arity and detection.protected
 
+    def published_edits(self, edits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The edits as they may leave the component: each one's ``original`` (a source phrase) only with ``keep_source``."""
+        return edits if self.keep_source else [{k: v for k, v in e.items() if k != "original"} for e in edits]
+
     def _to_doc(self, source: Doc, result: RewriteResult) -> Doc:
         """A new Doc on the rewritten text, keeping what ``extensions.carry_over`` says of ``source``.
 
@@ -184,9 +188,7 @@ class DelinkRewriter(IndexedComponent):
             )
         carry_over(source, doc)
         doc._.delink_source = result.source if self.keep_source else None
-        doc._.delink_edits = (
-            result.edits if self.keep_source else [{k: v for k, v in e.items() if k != "original"} for e in result.edits]
-        )
+        doc._.delink_edits = self.published_edits(result.edits)
         doc._.delink_passes = result.passes
         doc._.delink_protected = self._protected_here(result)
         record_anonymity(doc, self.name, result.detection.anonymity)

@@ -12,6 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.ngrams import analyze
+from .alignment import expanded_spans, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
 
@@ -38,16 +39,15 @@ class LinkageRiskAnnotator(IndexedComponent):
 
     def __call__(self, doc: Doc) -> Doc:
         analysis = analyze(self.index, doc.text, self.k)
-        spans = []
-        for occurrence in analysis.minimal():
-            span = doc.char_span(occurrence.start, occurrence.end, label=NGRAM_LABEL, alignment_mode="expand")
-            if span is None:
-                continue
-            span._.delink_support = occurrence.support
-            span._.delink_risk = occurrence.risk
-            spans.append(span)
+        found = analysis.minimal()
+        aligned = expanded_spans(doc, [(o.start, o.end) for o in found], NGRAM_LABEL)
+        kept = [(span, occurrence) for span, occurrence in zip(aligned, found) if span is not None]
+        spans = [span for span, _ in kept]
+        risks = [occurrence.risk for _, occurrence in kept]
+        set_span_values(doc, spans, "delink_support", [occurrence.support for _, occurrence in kept])
+        set_span_values(doc, spans, "delink_risk", risks)
         doc.spans[self.spans_key] = spans
-        set_token_risks(doc, spans)
+        set_token_risks(doc, spans, risks)
         record_anonymity(doc, self.name, analysis.anonymity())
         return doc
 

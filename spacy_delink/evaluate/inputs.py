@@ -65,12 +65,14 @@ def _records(path: Path, what: str) -> Iterator[tuple[DocId, str, dict[str, Any]
 def replay_edits(source: str, edits: Any) -> str | None:
     """The text the edits produce from ``source``, or None when they do not apply to it.
 
-    Edits (``delink protect``) carry offsets into the text as it was before their pass;
-    each must cut out exactly its ``original``, and one pass's edits must not overlap.
+    Edits (``delink protect``) carry offsets into the text as it was before their pass, and
+    one pass's edits must not overlap. An edit that carries its ``original`` (written only
+    with ``keep_source``) must cut out exactly that; the caller still compares the result
+    with the protected text, so an edit without it cannot pass off a wrong replay.
     """
     if not isinstance(edits, list):
         return None
-    passes: dict[int, list[tuple[int, int, str, str]]] = {}
+    passes: dict[int, list[tuple[int, int, str, str | None]]] = {}
     for edit in edits:
         if not isinstance(edit, dict):
             return None
@@ -78,14 +80,14 @@ def replay_edits(source: str, edits: Any) -> str | None:
         values = (start, end, number)
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             return None
-        if not isinstance(original, str) or not isinstance(replacement, str):
+        if not (original is None or isinstance(original, str)) or not isinstance(replacement, str):
             return None
-        passes.setdefault(int(number), []).append((int(start), int(end), original, replacement))  # type: ignore[arg-type]
+        passes.setdefault(int(number), []).append((int(start), int(end), replacement, original))  # type: ignore[arg-type]
     text = source
     for number in sorted(passes):
         pieces, cursor = [], 0
-        for start, end, original, replacement in sorted(passes[number]):
-            if start < cursor or end < start or end > len(text) or text[start:end] != original:
+        for start, end, replacement, original in sorted(passes[number], key=lambda edit: edit[:2]):
+            if start < cursor or end < start or end > len(text) or (original is not None and text[start:end] != original):
                 return None
             pieces += [text[cursor:start], replacement]
             cursor = end

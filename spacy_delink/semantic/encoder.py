@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import DelinkError, InputError
-from ..redaction.embeddings import _load_transformer, default_model_path
+from ..redaction.embeddings import load_transformer, default_model_path
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING = "mean-of-all-token-windows"
@@ -35,7 +35,7 @@ def embeddings_unavailable() -> str | None:
     except ImportError as err:
         return (
             f"sentence embeddings need the optional extra ({err}); "
-            "install it with pip install 'spacy-delink[redaction]'"
+            "install it with pip install 'spacy-delink[semantic]'"
         )
     return None
 
@@ -86,7 +86,7 @@ class DocumentEncoder:
         self.model_path = model_path or default_model_path()
         self.batch_size = batch_size
         self.max_length = max_length
-        self.tokenizer, self.model = _load_transformer(self.model_path)
+        self.tokenizer, self.model = load_transformer(self.model_path)
         self.info = ModelInfo(
             name=Path(self.model_path).name if Path(self.model_path).name != "model" else Path(self.model_path).parent.name,
             fingerprint=model_fingerprint(self.model_path),

@@ -88,7 +88,7 @@ class SimilarityCheck:
         if not embeddings_available(model_path):
             warnings.warn(
                 "task.min_similarity is set but the embeddings extra is not installed, so the similarity check "
-                "is skipped (the content checks still run); install it with pip install 'spacy-delink[redaction]'",
+                "is skipped (the content checks still run); install it with pip install 'spacy-delink[semantic]'",
                 UserWarning,
                 stacklevel=3,
             )
