@@ -17,11 +17,15 @@ two and all four parts (~16M words each). For each one, in this order:
 * **assess** throughput (docs/s) at arity 1 and 3, k = 2, on the first 1,000 articles with
   their names masked: every whole-word, case-insensitive occurrence of a word of the
   article's title (its first line) is replaced by ``[REDACTED]``. Each arity runs through
-  the articles in order for at most ``--assess-seconds``; the JSON says how many it did.
+  the articles in order for at most ``--assess-seconds``; the JSON says how many it did;
+* **update** (only with ``--update-docs N``): an updatable build of all but the last N
+  articles, ``delink index --update`` with those N, ``delink compact``, against a fresh
+  updatable build of all of them (the peer); seconds of each and the forward store's
+  bytes per token (its share of an updatable index).
 
     python benchmarks/bench_scale.py [--workloads slice 25 50 100] [--memory-mb 2048]
         [--workers N] [--scale-dir DIR] [--no-tantivy] [--risk-docs 50] [--assess-docs 1000]
-        [--assess-seconds 120] [--out r.json]
+        [--assess-seconds 120] [--update-docs 0] [--out r.json]
 """
 from __future__ import annotations
 
@@ -274,9 +278,43 @@ def run_workload(name: str, args: argparse.Namespace, work: Path) -> dict[str, A
         result["tantivy"]["phrase_queries"] = time_tantivy_queries(tantivy_dir, risk_docs, index)
     assess_docs = [(i, mask_names(t)) for i, t in first_documents(paths, max_docs, args.assess_docs, lambda t: True)]
     result["ours"]["assess"] = [time_assess(index, assess_docs, arity, args.assess_seconds) for arity in args.arities]
+    if args.update_docs:
+        result["ours"]["update"] = time_update(paths, max_docs, work, args.memory_mb, args.update_docs)
     result["measured"] = measured(result)
     result["targets"] = check_targets(result["measured"], TARGETS)
     return result
+
+
+def time_update(paths: list[str], max_docs: int | None, work: Path, memory_mb: int, new_docs: int) -> dict[str, Any]:
+    """An update of the last ``new_docs`` articles and its compaction, beside a fresh build of all (module docstring)."""
+    from spacy_delink.linkage.index.update import compact_index, update_index
+
+    def build(documents: Iterator[tuple[Any, str]], out: Path) -> tuple[float, Any]:
+        started = time.perf_counter()
+        summary = IndexBuilder(LinkageRules(), memory_mb=memory_mb, progress=False, updatable=True).build(documents, out)
+        return time.perf_counter() - started, summary
+
+    fresh_seconds, fresh = build(stream(paths, max_docs), work / "update-fresh")
+    forward_bytes = sum((work / "update-fresh" / name).stat().st_size for name in ("forward.rows", "forward.offsets"))
+    base_docs = fresh.documents - new_docs
+    base_seconds, _ = build(stream(paths, base_docs), work / "update-base")
+    new = list(itertools.islice(stream(paths, max_docs), base_docs, None))
+    started = time.perf_counter()
+    update = update_index(work / "update-base", new, memory_mb=memory_mb)
+    update_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    compact_index(work / "update-base", memory_mb=memory_mb, progress=False)
+    compact_seconds = time.perf_counter() - started
+    return {
+        "documents": fresh.documents, "new_documents": new_docs, "new_tokens": update.tokens,
+        "linked_documents_read_back": update.linked_documents,
+        "update_seconds": round(update_seconds, 3), "compact_seconds": round(compact_seconds, 3),
+        "fresh_build_seconds": round(fresh_seconds, 3), "base_build_seconds": round(base_seconds, 3),
+        "update_over_fresh": round(update_seconds / fresh_seconds, 3),
+        "updatable_bytes_per_token": round(fresh.bytes_on_disk / fresh.tokens, 3),
+        "forward_bytes_per_token": round(forward_bytes / fresh.tokens, 3),
+        "delta_bytes": update.bytes_on_disk,
+    }
 
 
 def measured(result: dict[str, Any]) -> dict[str, float | None]:
@@ -336,6 +374,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--assess-seconds", type=float, default=120.0, help="Time budget of each assess timing.")
     parser.add_argument("--scale-dir", type=Path, default=SCALE_DIR, help="The scale corpus [default: ../shared/data/scale].")
     parser.add_argument("--work-dir", help="Where the indexes are built [default: the system temp folder].")
+    parser.add_argument("--update-docs", type=int, default=0, help="Also time an update with the last N articles [default: 0, off].")
     parser.add_argument("--out", type=Path, help="Also write the JSON result to this file.")
     args = parser.parse_args(argv)
     for option in ("risk_docs", "assess_docs"):

@@ -7,8 +7,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import settings
 
 from spacy_delink.cli import main
+
+# Property tests draw the same examples on every machine and run (no example database, no
+# deadline): a verdict must not depend on the machine, its load or an earlier run.
+settings.register_profile("delink", derandomize=True, database=None, deadline=None)
+settings.load_profile("delink")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

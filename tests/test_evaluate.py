@@ -3,6 +3,7 @@ against a brute force, bad inputs, the embedding index and the semantic componen
 TAB conversion, and the `all` workflow end to end."""
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -359,6 +360,13 @@ def test_embedding_index_graph_recall_and_integrity(tmp_path: Path) -> None:
     data[10] ^= 1
     (summary.path / semantic_index.VECTORS).write_bytes(bytes(data))
     with pytest.raises(DelinkError, match="checksum mismatch"):
+        semantic_index.EmbeddingIndex(corpus_index)
+    # Altered vectors with their checksum updated in the manifest: the manifest's MAC refuses them.
+    manifest_path = summary.path / semantic_index.MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["arrays"][semantic_index.VECTORS]["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(DelinkError, match="does not verify under the key"):
         semantic_index.EmbeddingIndex(corpus_index)
     IndexBuilder(LinkageRules(max_n=2)).build(iter(docs), tmp_path / "index", overwrite=True)
     with pytest.raises(DelinkError, match="another build"):

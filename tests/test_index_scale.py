@@ -38,7 +38,7 @@ def test_elias_fano_round_trip_find_and_rows(sequence: tuple[np.ndarray, int], p
     distinct = np.unique(values)
     distinct_coded = codec.EliasFano(*codec.encode(distinct, universe))
     needles = np.array([*distinct.tolist(), *probes], dtype=np.uint64)
-    expected = [int(np.searchsorted(distinct, x)) if x in set(distinct.tolist()) else -1 for x in needles.tolist()]
+    expected = [int(np.searchsorted(distinct, np.uint64(x))) if x in set(distinct.tolist()) else -1 for x in needles.tolist()]  # uint64: a Python int above 2**53 would compare as a float
     assert distinct_coded.find(needles).tolist() == expected
     # Rows of width w: the ranks of the values in [row * w, (row + 1) * w).
     width = max(1, universe // 7)

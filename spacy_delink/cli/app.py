@@ -6,12 +6,15 @@ the job, shows progress and reports errors in one convention (docs/cli.md):
 * every error is one line on stderr, ``error: <what>, <where>; <how to fix>``;
 * exit status 2 for a command line that does not parse (unknown command or option,
   missing argument, a value of the wrong type), 1 for everything found while running;
-* summaries and notes go to stderr, data (reports, tables) to stdout or files.
+* summaries, notes and warnings go to stderr (a warning as one ``warning: ...`` line), data
+  (reports, tables) to stdout or files.
 """
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Optional
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Optional
 
 import typer
 
@@ -84,12 +87,26 @@ def _usage_error(err: Exception, args: list[str], commands: Iterable[str]) -> st
     return f"error: {what[:1].lower()}{what[1:]}, in `{where}`; see `{where} --help`"
 
 
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show warnings as they come, one ``warning: ...`` line each on stderr (the CLI convention)."""
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        typer.echo(f"warning: {message}", err=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UserWarning)
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Console-script entry point: every failure becomes one ``error:`` line and a non-zero status."""
     command = typer.main.get_command(app)
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        result = command.main(args=args, prog_name="delink", standalone_mode=False)
+        with _warnings_as_lines():
+            result = command.main(args=args, prog_name="delink", standalone_mode=False)
     except typer.Abort:  # Ctrl-C, as typer releases without their own click report it
         result = INTERRUPTED
     except _UsageError as err:

@@ -1,10 +1,8 @@
 """`delink index`, `delink assess`: building the index and running the attack."""
 from __future__ import annotations
 
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Optional
 
 import typer
 
@@ -15,17 +13,9 @@ WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared (docs/scale.md)."
 
 
-@contextmanager
-def _warnings_as_lines() -> Iterator[None]:
-    """Show warnings as they come, one ``warning: ...`` line each on stderr (the CLI convention)."""
-
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        typer.echo(f"warning: {message}", err=True)
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", UserWarning)
-        warnings.showwarning = show
-        yield
+def _report_skipped(lines: list[str]) -> None:
+    if lines:
+        typer.echo(f"skipped {len(lines)} invalid line(s): {', '.join(lines[:5])}", err=True)
 
 
 @app.command("index")
@@ -33,7 +23,13 @@ def index_command(
     corpus: list[Path] = typer.Argument(
         ..., metavar="CORPUS", help="JSONL/JSONL.gz files, folders of .txt files, or .spacy DocBins (ids: docs/index.md)."
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="Index directory to create."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Index directory to create (required unless --update)."),
+    update: Optional[Path] = typer.Option(
+        None, "--update", metavar="INDEX", help="Add CORPUS (new ids only) to this updatable index as a delta, instead of building (docs/scale.md)."
+    ),
+    updatable: bool = typer.Option(
+        False, "--updatable", help="Also store each document's tokens as level-1 rows (about 2-3 bytes per token), which --update and `delink compact` need."
+    ),
     max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (docs/linkage-rules.md)."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL field holding the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL field holding the document id."),
@@ -59,10 +55,22 @@ def index_command(
     work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Scratch space of the build [default: beside --output]; with --scheduler, shared storage every worker sees."),
 ) -> None:
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
+    from ..errors import InputError
     from ..io import refuse_same_file
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.tokenize import LinkageRules
 
+    if update is not None:
+        given = [name for name, value in (
+            ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
+            ("--workers", workers), ("--scheduler", scheduler), ("--shards", shards), ("--work-dir", work_dir),
+        ) if value]
+        if given:
+            raise InputError(f"--update adds to an existing index and takes no {', '.join(given)}; drop it or build without --update")
+        _update(update, corpus, text_field, id_field, skip_invalid, key_file, ids_file, memory_mb, strict_key_permissions)
+        return
+    if output is None:
+        raise InputError("give --output DIR (the index to build) or --update INDEX (the index to add to)")
     refuse_same_file(corpus, output, "--output")
     refuse_same_file(corpus, resolve_key_path(output, key_file), "--key-file")
     if ids_file is not None:
@@ -74,25 +82,25 @@ def index_command(
         if embeddings_unavailable():
             raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
     documents = CorpusFiles(tuple(str(path.resolve()) for path in corpus), text_field, id_field, skip_invalid)
-    with _warnings_as_lines():
-        builder = IndexBuilder(
-            LinkageRules(max_n=max_n),
-            memory_mb=memory_mb,
-            workers=workers,
-            dask=workers is not None,
-            scheduler=scheduler,
-            shards=shards,
-            work_dir=work_dir,
-        )
-        summary = builder.build(
-            documents,
-            output,
-            key_file=key_file,
-            overwrite=overwrite,
-            doc_ids=doc_ids,
-            ids_file=ids_file,
-            strict_key_permissions=strict_key_permissions or None,
-        )
+    builder = IndexBuilder(
+        LinkageRules(max_n=max_n),
+        memory_mb=memory_mb,
+        workers=workers,
+        dask=workers is not None,
+        scheduler=scheduler,
+        shards=shards,
+        work_dir=work_dir,
+        updatable=updatable,
+    )
+    summary = builder.build(
+        documents,
+        output,
+        key_file=key_file,
+        overwrite=overwrite,
+        doc_ids=doc_ids,
+        ids_file=ids_file,
+        strict_key_permissions=strict_key_permissions or None,
+    )
     for note in summary.notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(
@@ -101,13 +109,63 @@ def index_command(
         f"({summary.bytes_on_disk / max(summary.tokens, 1):.1f} per token) in {summary.seconds:.1f} s → {output}",
         err=True,
     )
-    if summary.skipped_lines:
-        typer.echo(f"skipped {len(summary.skipped_lines)} invalid line(s): {', '.join(summary.skipped_lines[:5])}", err=True)
+    _report_skipped(summary.skipped_lines)
     if embeddings:
         from ..semantic.index import embed_corpus
 
         built = embed_corpus(output, corpus, key_file, text_field, id_field, skip_invalid)
         typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
+
+
+def _update(
+    index: Path, corpus: list[Path], text_field: str, id_field: str, skip_invalid: bool, key_file: Optional[Path],
+    ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool,
+) -> None:
+    """`delink index --update`: the new documents as a delta of ``index``."""
+    from ..corpus import CorpusStats, read_documents
+    from ..io import refuse_same_file
+    from ..linkage.index.update import update_index
+
+    refuse_same_file(corpus, index, "--update")
+    stats = CorpusStats()
+    summary = update_index(
+        index, read_documents(corpus, text_field, id_field, skip_invalid, stats), key_file=key_file, ids_file=ids_file,
+        strict_key_permissions=strict_key_permissions or None, memory_mb=memory_mb,
+    )
+    for note in summary.notes:
+        typer.echo(f"note: {note}", err=True)
+    typer.echo(
+        f"added {summary.documents:,} documents ({summary.empty_documents:,} empty), {summary.tokens:,} tokens as {summary.delta} "
+        f"({summary.linked_documents:,} indexed documents re-read), {summary.bytes_on_disk:,} bytes in {summary.seconds:.1f} s → {index}",
+        err=True,
+    )
+    _report_skipped(stats.skipped_lines)
+
+
+@app.command("compact")
+def compact_command(
+    index: Path = typer.Argument(..., help="Updatable index directory whose deltas to merge into its base."),
+    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    ids_file: Optional[Path] = typer.Option(None, "--ids-file", help="The index's id mapping [default: <index>.ids.json]."),
+    memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger indexes spill to disk."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Number of hash-range shards, a power of two [default: as a fresh build would choose] (docs/scale.md)."),
+    strict_key_permissions: bool = typer.Option(False, "--strict-key-permissions", help=STRICT_HELP),
+) -> None:
+    """Merge an index's deltas (from `delink index --update`) into its base, as a fresh build of all its documents."""
+    from ..linkage.index.update import compact_index
+
+    summary = compact_index(
+        index, key_file=key_file, ids_file=ids_file, strict_key_permissions=strict_key_permissions or None,
+        memory_mb=memory_mb, shards=shards,
+    )
+    for note in summary.notes:
+        typer.echo(f"note: {note}", err=True)
+    if summary.documents:
+        typer.echo(
+            f"compacted {summary.documents:,} documents, {summary.tokens:,} tokens into {summary.shards} shard(s), "
+            f"{summary.bytes_on_disk:,} bytes in {summary.seconds:.1f} s → {index}",
+            err=True,
+        )
 
 
 @app.command("assess")
@@ -136,20 +194,18 @@ def assess_command(
 
     check_k(k)
     check_assess_outputs(input_path, output, html)
-    with _warnings_as_lines():
-        corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
-        runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
-        try:
-            summary = assess_file(
-                corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner
-            )
-        finally:
-            if runner is not None:
-                runner.close()
+    corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
+    runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
+    try:
+        summary = assess_file(
+            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner
+        )
+    finally:
+        if runner is not None:
+            runner.close()
     typer.echo(
         f"assessed {summary.documents:,} documents: {summary.linkable_documents:,} linkable at k={k} "
         f"in {summary.seconds:.1f} s → {output}",
         err=True,
     )
-    if summary.skipped_lines:
-        typer.echo(f"skipped {len(summary.skipped_lines)} invalid line(s): {', '.join(summary.skipped_lines[:5])}", err=True)
+    _report_skipped(summary.skipped_lines)

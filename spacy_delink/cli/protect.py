@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .linkage import SCHEDULER_HELP, WORKERS_HELP
 
 
 @app.command("protect")
@@ -27,12 +28,29 @@ def protect_command(
         None, "--flagging",
         help="What to rewrite: shortest (the paper's rule), min_cover (fewest tokens changed) or optimal (exact, small documents) [default: min_cover, or the config's]. See docs/flagging.md.",
     ),
+    settings: Optional[list[str]] = typer.Option(
+        None, "--set", metavar="SECTION.KEY=VALUE",
+        help="Set a value of the --config, e.g. --set llm.model=llama3.1:8b (repeatable; a JSON value, else text).",
+    ),
+    workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
-    from ..rewrite.protect import load_rewriter, protect_file
+    from ..linkage.index.distributed import DaskRunner
+    from ..rewrite.protect import RewriterSpec, load_rewriter, parse_settings, protect_file
 
-    rewriter = load_rewriter(index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging)
-    summary = protect_file(rewriter, input_path, output, batch_size=batch_size, skip_invalid=skip_invalid)
+    overrides = parse_settings(settings or [])
+    rewriter = load_rewriter(index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides)
+    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides)
+    runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
+    try:
+        summary = protect_file(
+            rewriter, input_path, output, batch_size=batch_size, skip_invalid=skip_invalid,
+            runner=runner, spec=spec if runner is not None else None,
+        )
+    finally:
+        if runner is not None:
+            runner.close()
 
     def counts(counter: dict[str, int], prefix: str) -> str:
         return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"

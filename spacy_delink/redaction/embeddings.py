@@ -65,8 +65,8 @@ class WordEmbedder(Protocol):
 
 
 @lru_cache(maxsize=2)
-def _load_transformer(model_path: str) -> tuple[Any, Any]:
-    """Load tokenizer and encoder once per process (the component and the CLI share them)."""
+def load_transformer(model_path: str) -> tuple[Any, Any]:
+    """Load tokenizer and encoder once per process (word embeddings here, document embeddings in semantic/encoder.py)."""
     try:
         import torch  # noqa: F401
         from transformers import AutoModel, AutoTokenizer
@@ -104,7 +104,7 @@ class TransformerEncoder:
         self.model_path = model_path or default_model_path()
         self.batch_size = batch_size
         self.max_length = max_length
-        self.tokenizer, self.model = _load_transformer(self.model_path)
+        self.tokenizer, self.model = load_transformer(self.model_path)
         self.width = int(self.model.config.hidden_size)
 
     def _batches(self, sizes: Sequence[int], desc: str, progress: bool) -> Iterable[np.ndarray]:

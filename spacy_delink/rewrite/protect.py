@@ -24,9 +24,10 @@ from thinc.api import ConfigValidationError
 from tqdm import tqdm
 
 from ..components.rewriter import FACTORY, DelinkRewriter
-from ..corpus import DocId, check_doc_id
+from ..corpus import DocId, check_doc_id, unicode_problem
 from ..errors import InputError
 from ..io import JsonlStats, atomic_write, dumps_jsonl_line, read_jsonl, refuse_same_file
+from ..linkage.index.shards import Runner
 
 #: The record field that says under what a text was protected.
 PROTECTED_UNDER = "protected_under"
@@ -80,10 +81,13 @@ def load_rewriter(
     key_file: Optional[Path],
     require_llm: bool = False,
     flagging: Optional[str] = None,
+    config_overrides: Optional[dict[str, Any]] = None,
 ) -> DelinkRewriter:
     """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
 
-    ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given.
+    ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given;
+    ``config_overrides`` sets other values of the config (``section.key``), never the ones
+    the command sets itself, so what a record says it was protected under stays true.
     """
     settings: dict[str, Any] = {
         "index": str(index), "k": k, "arity": arity, "key_file": str(key_file) if key_file else None,
@@ -91,7 +95,10 @@ def load_rewriter(
     }
     if flagging is not None:
         settings["flagging"] = flagging
+    config_overrides = config_overrides or {}
     if config is None:
+        if config_overrides:
+            raise InputError("--set changes a config's values and needs --config (e.g. --config openai; docs/llm.md)")
         if require_llm:
             raise InputError("--require-llm needs a config with an LLM model, e.g. --config openai (docs/llm.md)")
         nlp = spacy.blank("en")
@@ -103,6 +110,19 @@ def load_rewriter(
         if not names:
             raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
         overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
+        for key in config_overrides:
+            if key in overrides:
+                option = "--" + key.rsplit(".", 1)[1].replace("_", "-")
+                raise InputError(f"--set {key}: this command sets it; use {option} instead")
+            *sections, name = key.split(".")
+            node: Any = loaded
+            for depth, section in enumerate(sections):
+                node = node.get(section) if isinstance(node, dict) else None
+                if not isinstance(node, dict):
+                    raise InputError(f"--set {key}: {config} has no [{'.'.join(sections[: depth + 1])}] section")
+            if name not in node:
+                raise InputError(f"--set {key}: [{'.'.join(sections)}] of {config} has no {name!r}; check the spelling")
+        overrides = {**config_overrides, **overrides}
         try:
             nlp = spacy.util.load_model_from_config(spacy.util.load_config(config, overrides=overrides), auto_fill=True)
         except ConfigValidationError as err:
@@ -112,6 +132,23 @@ def load_rewriter(
     assert isinstance(rewriter, DelinkRewriter)
     rewriter.initialize()
     return rewriter
+
+
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """``SECTION.KEY=VALUE`` strings as config overrides; a value is JSON when it parses, else text."""
+    parsed: dict[str, Any] = {}
+    for setting in settings:
+        key, equals, value = setting.partition("=")
+        key = key.strip()
+        if not equals or "." not in key or not all(key.split(".")):
+            raise InputError(f"--set {setting!r}: expected SECTION.KEY=VALUE, e.g. --set llm.model=llama3.1:8b")
+        if key in parsed:
+            raise InputError(f"--set {key} is given twice; keep one")
+        try:
+            parsed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key] = value
+    return parsed
 
 
 def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
@@ -132,15 +169,6 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
     }
 
 
-def _unicode_problem(value: str) -> Optional[str]:
-    """Where ``value`` stops being encodable text (a lone surrogate such as \\ud800), if anywhere."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        return f"a lone surrogate (\\u{ord(value[err.start]):04x}) at character {err.start}"
-    return None
-
-
 def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[int, DocId, str]]:
     """``(line, id, text)`` of each valid line; an invalid one stops the run or, with ``skip_invalid``, is counted.
 
@@ -153,7 +181,7 @@ def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Itera
             text = record.get("text")
             if not isinstance(text, str):
                 raise InputError(f"{where}: missing or invalid \"text\" (a string); fix the line or pass --skip-invalid")
-            broken = _unicode_problem(text)
+            broken = unicode_problem(text)
             if broken:
                 raise InputError(
                     f"{where}: the text holds {broken}, which is not Unicode text (a broken \\u escape); "
@@ -249,6 +277,83 @@ def read_done(output: Path, expected: dict[str, Any], input_ids: dict[Any, int])
     return done, repaired
 
 
+@dataclass(frozen=True)
+class RewriterSpec:
+    """How to load the rewriter (``load_rewriter``'s arguments), so each worker process loads its own."""
+
+    index: str
+    k: int
+    arity: int
+    config: Optional[str] = None
+    key_file: Optional[str] = None
+    require_llm: bool = False
+    flagging: Optional[str] = None
+    #: ``config_overrides`` as canonical JSON (hashable).
+    overrides: str = "{}"
+
+    @classmethod
+    def of(
+        cls, index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path], require_llm: bool,
+        flagging: Optional[str], overrides: dict[str, Any],
+    ) -> "RewriterSpec":
+        """The spec of ``load_rewriter``'s arguments, with paths made absolute for the workers."""
+        return cls(
+            str(index.absolute()), k, arity, str(config.absolute()) if config is not None and config.is_file() else (str(config) if config else None),
+            str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True),
+        )
+
+    def load(self) -> DelinkRewriter:
+        return load_rewriter(
+            Path(self.index), self.k, self.arity, Path(self.config) if self.config else None,
+            Path(self.key_file) if self.key_file else None, require_llm=self.require_llm, flagging=self.flagging,
+            config_overrides=json.loads(self.overrides),
+        )
+
+
+#: Batches sent to the workers ahead of the one being written.
+IN_FLIGHT_BATCHES = 8
+_WORKER_REWRITERS: dict[RewriterSpec, DelinkRewriter] = {}
+
+
+def _tally(rewriter: DelinkRewriter) -> Counter[str]:
+    """The rewriter's running counts that the summary reports."""
+    tally: Counter[str] = Counter({name: rewriter.stats[name] for name in ("documents", "rewritten", "with_mask", "unchanged")})
+    tally["llm_calls"] = rewriter.llm_calls()
+    tally.update(rewriter.failures())
+    return tally
+
+
+def _records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The output records of one batch, protected under ``settings``."""
+    records = []
+    for (doc_id, _), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
+        record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings}
+        record["edits"] = rewriter.published_edits(result.edits)  # no source phrase in the output by default
+        records.append(record)
+    return records
+
+
+def protect_batch(
+    spec: RewriterSpec, settings: dict[str, Any], batch: list[tuple[Any, str]]
+) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """One worker task: a batch's records and the counts it added, by the worker's own rewriter.
+
+    The rewriter is loaded once per worker process, and again when the index changed
+    (an update); a worker whose index is not the one ``settings`` names refuses to write.
+    """
+    rewriter = _WORKER_REWRITERS.get(spec)
+    if rewriter is None or protection_settings(rewriter) != settings:
+        rewriter = _WORKER_REWRITERS[spec] = spec.load()
+    if protection_settings(rewriter) != settings:
+        raise InputError(
+            f"a worker protects under {_settings_text(protection_settings(rewriter))}, not {_settings_text(settings)}: "
+            "the index changed during the run; rerun it (it resumes)"
+        )
+    before = _tally(rewriter)
+    records = _records(rewriter, batch, settings)
+    return records, _tally(rewriter) - before
+
+
 def protect_file(
     rewriter: DelinkRewriter,
     input_path: Path,
@@ -256,15 +361,22 @@ def protect_file(
     batch_size: int = 16,
     skip_invalid: bool = False,
     progress: bool = True,
+    runner: Optional[Runner] = None,
+    spec: Optional[RewriterSpec] = None,
 ) -> ProtectSummary:
     """Stream ``input_path`` through the rewriter, appending one record per document to ``output``.
 
     Resumable: documents already in ``output`` (protected under the same settings) are
     skipped. Each batch is flushed and fsynced before the next starts, so a crash loses
-    at most the batch in flight.
+    at most the batches in flight. With a ``runner`` (Dask workers, ``--workers``/
+    ``--scheduler``), each batch is protected on a worker by a rewriter loaded from
+    ``spec``; batches are the same and written in input order, so the output is the
+    output of a run without one.
     """
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+    if (runner is None) != (spec is None):
+        raise InputError("protecting on workers needs both a runner and the rewriter's spec")
     started = time.perf_counter()
     summary = ProtectSummary()
     check_output_path(output, input_path)
@@ -273,19 +385,9 @@ def protect_file(
     seen, summary.repaired_last_line = read_done(output, settings, input_ids)
     handle: Optional[IO[str]] = None
     bar = tqdm(desc="protect", unit="doc", disable=not progress)
+    tally: Counter[str] = Counter()
 
-    def flush(batch: list[tuple[Any, str]]) -> None:
-        nonlocal handle
-        results = rewriter.rewrite_texts([text for _, text in batch])
-        if handle is None:
-            handle = open(output, "a", encoding="utf-8")  # only now: an early error leaves no file
-        for (doc_id, _), result in zip(batch, results):
-            handle.write(dumps_jsonl_line({"id": doc_id, **result.record(), PROTECTED_UNDER: settings}))
-        handle.flush()
-        os.fsync(handle.fileno())
-        bar.update(len(batch))
-
-    try:
+    def batches() -> Iterator[list[tuple[Any, str]]]:
         batch: list[tuple[Any, str]] = []
         for line, doc_id, text in _documents(input_path, skip_invalid, JsonlStats()):
             if input_ids.get(doc_id) != line:
@@ -295,20 +397,42 @@ def protect_file(
                 continue
             batch.append((doc_id, text))
             if len(batch) == batch_size:
-                flush(batch)
+                yield batch
                 batch = []
         if batch:
-            flush(batch)
+            yield batch
+
+    def write(records: list[dict[str, Any]]) -> None:
+        nonlocal handle
+        if handle is None:
+            handle = open(output, "a", encoding="utf-8")  # only now: an early error leaves no file
+        for record in records:
+            handle.write(dumps_jsonl_line(record))
+        handle.flush()
+        os.fsync(handle.fileno())
+        bar.update(len(records))
+
+    try:
+        if runner is None:
+            for batch in batches():
+                write(_records(rewriter, batch, settings))
+            tally = _tally(rewriter)
+        else:
+            arguments = ((spec, settings, batch) for batch in batches())
+            for records, added in runner.ordered(protect_batch, arguments, IN_FLIGHT_BATCHES):
+                write(records)
+                tally += added
     finally:
         bar.close()
         if handle is not None:
             handle.close()
-    summary.documents = rewriter.stats["documents"]
-    summary.rewritten = rewriter.stats["rewritten"]
-    summary.with_mask = rewriter.stats["with_mask"]
-    summary.unchanged = rewriter.stats["unchanged"]
-    summary.llm_calls = rewriter.llm_calls()
-    for name, count in rewriter.failures().items():
-        (summary.rejected if name.startswith("rejected_") else summary.failures)[name] += count
+    summary.documents = tally["documents"]
+    summary.rewritten = tally["rewritten"]
+    summary.with_mask = tally["with_mask"]
+    summary.unchanged = tally["unchanged"]
+    summary.llm_calls = tally["llm_calls"]
+    for name, count in tally.items():
+        if name.startswith(("rejected_", "failed_")):
+            (summary.rejected if name.startswith("rejected_") else summary.failures)[name] += count
     summary.seconds = time.perf_counter() - started
     return summary

@@ -3,9 +3,10 @@
 ``delink index --embeddings`` writes ``<index>.embeddings/``: one unit vector per document
 (float32, in the N-gram index's document order, so a row number *is* a document number),
 a manifest with the model's fingerprint and the files' SHA-256, and — for large
-collections — an HNSW graph (usearch). The manifest also records the MAC of the N-gram
-index's own manifest (authenticated under the index key whenever the index opens), so
-embeddings of another build are refused: their rows would name other documents.
+collections — an HNSW graph (usearch). The manifest records the MAC of the N-gram index's
+own manifest, so embeddings of another build are refused (their rows would name other
+documents), and is itself authenticated by a MAC under a subkey of the index key, so an
+edited manifest (vectors swapped and their checksum updated) is refused too.
 
 Search. Exact search is one matrix product per block of documents: for 384 dimensions and
 10^5 documents that is ~40 MFLOP per query, a few milliseconds with BLAS, and it is exact.
@@ -23,6 +24,7 @@ partly inverted): keep the embedding index as private as the collection itself.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +36,11 @@ from tqdm import tqdm
 from ..errors import IndexFormatError, InputError
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
+from ..linkage.index.format import canonical_bytes
 from .encoder import DocumentEncoder, file_sha256
 
 FORMAT_NAME = "spacy-delink-embeddings"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest is authenticated (version 1 was not)
 MANIFEST = "manifest.json"
 VECTORS = "vectors.f32"
 GRAPH = "graph.usearch"
@@ -162,6 +165,7 @@ def build_embedding_index(
             else None,
             "arrays": arrays,
         }
+        manifest["mac"] = index.sidecar_mac(canonical_bytes(manifest))
         with atomic_write(folder / MANIFEST) as manifest_file:
             json.dump(manifest, manifest_file, indent=1)
         size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
@@ -204,10 +208,22 @@ class EmbeddingIndex:
             raise IndexFormatError(f"{self.path} is not a spacy-delink embedding index")
         if not isinstance(manifest.get("format_version"), int) or manifest["format_version"] > FORMAT_VERSION:
             raise IndexFormatError(f"{self.path} uses embedding format {manifest.get('format_version')!r}; upgrade spacy-delink")
+        if manifest["format_version"] < FORMAT_VERSION:
+            raise IndexFormatError(
+                f"{self.path} was written by an older spacy-delink without an authenticated manifest; "
+                "rebuild it with `delink index ... --embeddings --overwrite`"
+            )
         if manifest.get("index_mac") != index_fingerprint(index) or manifest.get("documents") != index.documents:
             raise IndexFormatError(
                 f"embedding index {self.path} belongs to another build of index {index.path}; "
                 "rebuild it with `delink index ... --embeddings --overwrite`"
+            )
+        if not isinstance(manifest.get("mac"), str) or not hmac.compare_digest(
+            manifest["mac"], index.sidecar_mac(canonical_bytes(manifest))
+        ):
+            raise IndexFormatError(
+                f"{manifest_path} does not verify under the key of index {index.path} (edited, or not written by "
+                "spacy-delink for it); rebuild it with `delink index ... --embeddings --overwrite`"
             )
         self.manifest = manifest
         self.model: dict[str, Any] = manifest["model"]

@@ -5,7 +5,8 @@ file), ``format`` (the on-disk layout and its manifest), ``builder`` (corpus →
 running the tasks of ``shards`` (partitions → shards, level by level; ``kernels`` and
 ``codec`` are their compiled inner loops and the Elias–Fano code; ``distributed`` runs
 them on Dask), ``commit`` (putting a build in place with its key and id mapping),
-``reader`` (lookups). docs/index.md describes the format, what an index reveals and how
+``reader`` (lookups), ``forward`` and ``update`` (the forward store, ``delink index
+--update`` and ``delink compact``). docs/index.md describes the format, what an index reveals and how
 keys are handled; docs/scale.md the sharded build, Dask and the figures.
 """
 from __future__ import annotations
@@ -14,21 +15,33 @@ import threading
 from pathlib import Path
 
 from .builder import BuildSummary, CorpusFiles, IndexBuilder
+from .format import MANIFEST
 from .keys import KEY_ENV, STRICT_PERMISSIONS_ENV, KeyPermissionWarning, default_key_path, resolve_key_path
 from .reader import CorpusIndex, LargeKWarning, Level
 
-_OPEN: dict[tuple[str, str, bool], CorpusIndex] = {}
+_OPEN: dict[tuple[str, str, bool], tuple[tuple[int, int, int], CorpusIndex]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
+def _manifest_stamp(path: str | Path) -> tuple[int, int, int]:
+    """Which manifest is in place: an update or a compaction replaces the file (a new inode)."""
+    try:
+        stat = (Path(path) / MANIFEST).stat()
+    except OSError:
+        return (-1, -1, -1)  # opening reports what is missing
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
 def open_index(path: str | Path, key_file: str | Path | None = None, verify: bool = True) -> CorpusIndex:
-    """Open an index once per process, so components in one pipeline share it."""
+    """Open an index once per process, so components in one pipeline (or the tasks of one
+    worker) share it; reopened when an update or compaction has replaced its manifest since."""
     cache_key = (str(Path(path).resolve()), str(resolve_key_path(path, key_file).resolve()), verify)
+    stamp = _manifest_stamp(path)
     with _OPEN_LOCK:
-        index = _OPEN.get(cache_key)
-        if index is None:
-            index = _OPEN[cache_key] = CorpusIndex(path, key_file=key_file, verify=verify)
-        return index
+        cached = _OPEN.get(cache_key)
+        if cached is None or cached[0] != stamp:
+            cached = _OPEN[cache_key] = (stamp, CorpusIndex(path, key_file=key_file, verify=verify))
+        return cached[1]
 
 
 __all__ = [

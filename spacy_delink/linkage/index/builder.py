@@ -30,7 +30,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import numpy as np
 from tqdm import tqdm
@@ -39,16 +39,17 @@ from ...corpus import DocId, check_doc_id, unique_ids
 from ...errors import InputError
 from ...io import atomic_write, check_output_path
 from ..tokenize import LinkageRules, Tokenizer
+from . import forward
 from . import shards as shards_module
 from .commit import build_lock, check_outputs, commit, recover, sidecar
-from .format import DOC_ID_DIGESTS, FORMAT_NAME, FORMAT_VERSION, ID_MODES, MANIFEST, REDUCTION, default_ids_path, sign
+from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, MANIFEST, REDUCTION, default_ids_path, sign
 from .hashing import ID_DIGEST_DTYPE, IdHasher
 from .ids import ids_digest
 from .keys import key_id, new_secret, resolve_key_path
 
 _MAX_DOCS = 2**32 - 2
 #: Distinct tokens a partition's digest cache keeps (~40 bytes each).
-_VOCABULARY_LIMIT = 4_000_000
+VOCABULARY_LIMIT = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,17 @@ class BuildSummary:
         return figures
 
 
+def write_digests(folder: Path, digests: list[bytes], name: str = DOC_ID_DIGESTS) -> dict[str, Any]:
+    """The documents' keyed id digests, durable in ``folder``; their entry in the array table."""
+    array = np.array(digests, dtype=ID_DIGEST_DTYPE)
+    return {
+        "dtype": ID_DIGEST_DTYPE.str,
+        "length": len(array),
+        "bytes": array.nbytes,
+        "sha256": shards_module.write_durable(folder / name, array.view(np.uint8)),
+    }
+
+
 class IndexBuilder:
     """Builds an index directory from a corpus within a memory budget.
 
@@ -103,6 +115,8 @@ class IndexBuilder:
     the shard count (a power of two; default from the corpus size and ``memory_mb``).
     ``work_dir`` holds the build's scratch files (default: inside the partial index,
     beside the output); Dask workers must see it, and the output, on a shared file system.
+    ``updatable`` also writes the forward store (``forward.py``) that ``delink index
+    --update`` and ``delink compact`` need.
     """
 
     def __init__(
@@ -115,6 +129,7 @@ class IndexBuilder:
         scheduler: str | None = None,
         shards: int | None = None,
         work_dir: str | Path | None = None,
+        updatable: bool = False,
     ) -> None:
         if memory_mb < 64:
             raise InputError(f"--memory-mb must be at least 64, got {memory_mb}")
@@ -132,6 +147,7 @@ class IndexBuilder:
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self.shards = shards
         self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.updatable = updatable
         Tokenizer(self.rules)  # refuse bad rules before any output is touched
 
     def build(
@@ -171,9 +187,14 @@ class IndexBuilder:
             partial = sidecar(output, "partial")
             partial.mkdir()
             try:
-                ids, arrays, shard_bits = self._build_into(partial, documents, secret, summary)
+                ids, arrays, shard_bits, forward_spec = self.count_into(
+                    partial, secret, summary, lambda runner, store: self._tokenize(runner, store, documents, secret)
+                )
+                hasher = IdHasher(secret)
+                arrays[DOC_ID_DIGESTS] = write_digests(partial, [hasher.digest(doc_id) for doc_id in ids])
+                summary.bytes_on_disk = sum(int(a["bytes"]) for a in arrays.values())
                 summary.seconds = round(time.perf_counter() - started, 3)
-                manifest = self._manifest(arrays, ids if ids_path is not None else None, secret, summary, shard_bits)
+                manifest = self.signed_manifest(arrays, ids if ids_path is not None else None, secret, summary, shard_bits, forward_spec)
                 with atomic_write(partial / MANIFEST) as handle:
                     json.dump(manifest, handle, indent=1)
                 commit(output, partial, key_path, secret, ids_path, ids)
@@ -190,17 +211,26 @@ class IndexBuilder:
             return DaskRunner(workers=self.workers if self.dask else None, scheduler=self.scheduler)
         return shards_module.ThreadRunner(self.workers)
 
-    def _build_into(
-        self, folder: Path, documents: Corpus, secret: bytes, summary: BuildSummary
-    ) -> tuple[list[DocId], dict[str, dict[str, Any]], int]:
-        """Steps 1–3 into ``folder``, then the id digests: the ids, the array table, the shard bits."""
+    def count_into(
+        self,
+        folder: Path,
+        secret: bytes,
+        summary: BuildSummary,
+        partitions_of_run: Callable[[shards_module.Runner, shards_module.WorkStore], list[shards_module.PartitionResult]],
+    ) -> tuple[list[DocId], dict[str, dict[str, Any]], int, dict[str, Any] | None]:
+        """Steps 1–3 into ``folder`` (and the forward store): the ids, the array table, the shard bits
+        and the manifest's ``forward`` entry (None without one).
+
+        ``partitions_of_run`` is step 1: tokenizing the corpus, or (``update.compact``)
+        reading an index's forward store back.
+        """
         distributed = self.scheduler is not None or self.dask
         work = (self.work_dir / f"{folder.name}-work") if self.work_dir is not None else folder / "_work"
         # Threads share the store's memory; Dask workers only see its files.
         store = shards_module.WorkStore(work, 0 if distributed else self.memory_bytes // 2)
         runner = self._runner()
         try:
-            partitions = self._tokenize(runner, store, documents, secret)
+            partitions = partitions_of_run(runner, store)
             ids = self._check_partitions(partitions, summary)
             shard_bits = (
                 self.shards.bit_length() - 1
@@ -210,39 +240,62 @@ class IndexBuilder:
             summary.shards = 1 << shard_bits
             with tqdm(total=self.rules.max_n, desc="counting n-grams", unit="level", disable=None if self.progress else True, leave=False) as bar:
                 levels = shards_module.count_levels(
-                    runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update
+                    runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update,
+                    keep_level1_keys=self.updatable,
                 )
+            arrays = levels.arrays()
+            forward_spec = None
+            if self.updatable:
+                forward_spec, forward_arrays = self._forward(runner, store, folder, partitions, levels, summary.tokens, secret)
+                arrays.update(forward_arrays)
         finally:
             runner.close()
             shutil.rmtree(work, ignore_errors=True)
         summary.ngrams_per_level = levels.ngrams_per_level()
         summary.ngrams = sum(summary.ngrams_per_level.values())
         summary.postings = levels.postings
-        arrays = levels.arrays()
-        hasher = IdHasher(secret)
-        digests = np.array([hasher.digest(doc_id) for doc_id in ids], dtype=ID_DIGEST_DTYPE)
-        arrays[DOC_ID_DIGESTS] = {
-            "dtype": ID_DIGEST_DTYPE.str,
-            "length": len(digests),
-            "bytes": digests.nbytes,
-            "sha256": shards_module.write_durable(folder / DOC_ID_DIGESTS, digests.view(np.uint8)),
-        }
-        summary.bytes_on_disk = sum(int(a["bytes"]) for a in arrays.values())
-        return ids, arrays, shard_bits
+        return ids, arrays, shard_bits, forward_spec
 
-    def _manifest(
+    def _forward(
+        self,
+        runner: shards_module.Runner,
+        store: shards_module.WorkStore,
+        folder: Path,
+        partitions: list[shards_module.PartitionResult],
+        levels: shards_module.Levels,
+        tokens: int,
+        secret: bytes,
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The forward store (``forward.py``): each token's level-1 row, partition by partition.
+
+        Returns the manifest's ``forward`` entry (bits per token, nonce) and its entries in the array table.
+        """
+        per_shard = [0] * (1 << levels.shard_bits)
+        for file in levels.files:
+            if file.level == 1:
+                per_shard[file.shard] = file.ngrams
+        row_bases = np.cumsum([0, *per_shard]).tolist()
+        count = len(partitions)
+        runner.map(forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count)
+        documents = [len(p.doc_ids) for p in partitions]
+        bits = forward.row_bits(row_bases[-1])
+        nonce, arrays = runner.submit(forward.write_build, store, str(folder), documents, tokens, bits, secret).result()
+        return {"bits": bits, "nonce": nonce}, arrays
+
+    def signed_manifest(
         self,
         arrays: dict[str, dict[str, Any]],
         mapped_ids: list[DocId] | None,
         secret: bytes,
         summary: BuildSummary,
         shard_bits: int,
+        forward_spec: dict[str, Any] | None,
     ) -> dict[str, Any]:
         """The signed manifest (format.py); ``mapped_ids``: the ids written beside the index, if any."""
         return sign(
             {
                 "format": FORMAT_NAME,
-                "format_version": FORMAT_VERSION,
+                "format_version": BASE_FORMAT_VERSION,
                 "rules": self.rules.to_dict(),
                 "key_id": key_id(secret),
                 "documents": summary.documents,
@@ -253,6 +306,7 @@ class IndexBuilder:
                     "mode": "keyed" if mapped_ids is not None else "external",
                     "ids_sha256": ids_digest(mapped_ids) if mapped_ids is not None else None,
                 },
+                "forward": forward_spec,
                 "arrays": arrays,
                 "summary": summary.to_dict(),
             },
@@ -279,7 +333,7 @@ class IndexBuilder:
                 [documents.skip_invalid] * count,
                 [self.rules] * count,
                 [secret] * count,
-                [_VOCABULARY_LIMIT] * count,
+                [VOCABULARY_LIMIT] * count,
             )
         if isinstance(documents, CorpusFiles):
             from ...corpus import CorpusStats, read_documents
@@ -297,7 +351,7 @@ class IndexBuilder:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
-                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, _VOCABULARY_LIMIT
+                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT
                     )
                 )
                 if len(pending) >= self.workers:

@@ -176,7 +176,8 @@ def _bucket_start(words: np.ndarray, high_base: Int, sample_base: Int, shift: In
     need = bucket - (sample << shift)
     word_no = position >> 6
     if need == 0 or word_no >= limit or position < 0:
-        return min(max(position, 0), limit << 6)
+        end = limit << 6
+        return end if position > end else (position if position > 0 else np.int64(0))
     zeros = (~words[high_base + word_no]) >> np.uint64(position & 63)
     base = position
     while True:
@@ -347,3 +348,57 @@ class EliasFano:
 
     def decode_all(self) -> np.ndarray:
         return self.decode_from(0, self.layout.count)
+
+
+# --- fixed-width packing (the forward store) --------------------------------------------
+
+
+@nb.njit(cache=True, nogil=True)
+def _pack_into(words: np.ndarray, first: Int, values: np.ndarray, width: Int) -> None:
+    mask = (_U1 << np.uint64(width)) - _U1
+    for i in range(len(values)):
+        bit = (first + i) * width
+        word, offset = bit >> 6, bit & 63
+        value = values[i] & mask
+        words[word] |= value << np.uint64(offset)
+        if offset + width > 64:
+            words[word + 1] |= value >> np.uint64(64 - offset)
+
+
+@nb.njit(cache=True, nogil=True)
+def _unpack(words: np.ndarray, start_bit: Int, count: Int, width: Int) -> np.ndarray:
+    out = np.empty(count, dtype=np.uint64)
+    mask = (_U1 << np.uint64(width)) - _U1
+    for i in range(count):
+        bit = start_bit + i * width
+        word, offset = bit >> 6, bit & 63
+        value = words[word] >> np.uint64(offset)
+        if offset + width > 64:
+            value |= words[word + 1] << np.uint64(64 - offset)
+        out[i] = value & mask
+    return out
+
+
+def packed_words(count: int, width: int) -> int:
+    """Words that hold ``count`` values of ``width`` bits (one spare, as the low part of a sequence)."""
+    return (count * width + 63) // 64 + 1
+
+
+def pack_into(words: np.ndarray, first: int, values: np.ndarray, width: int) -> None:
+    """OR ``values`` (each below ``2 ** width``) into zeroed ``words`` as values ``first``, ``first + 1``, ...
+
+    Consecutive calls with ascending ``first`` pack a long sequence piece by piece.
+    """
+    if not 1 <= width <= 63:
+        raise ValueError(f"packed width must be 1..63 bits, got {width}")
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    if len(values) and int(values.max()) >> width:
+        raise ValueError(f"a value does not fit {width} bits")
+    _pack_into(words, first, values, width)
+
+
+def unpack(words: np.ndarray, start_bit: int, count: int, width: int) -> np.ndarray:
+    """``count`` values of ``width`` bits packed from bit ``start_bit`` of ``words`` on."""
+    if start_bit < 0 or count < 0 or start_bit + count * width > 64 * (len(words) - 1):
+        raise ValueError(f"{count} values from bit {start_bit} are outside the packed words")
+    return _unpack(np.ascontiguousarray(words, dtype=np.uint64), start_bit, count, width)

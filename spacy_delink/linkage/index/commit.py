@@ -11,6 +11,9 @@ mapping hold one entry per index key id (``store.py``), so the change is:
    place. This rename is the commit point.
 4. The replaced index's entries are retired, the backup removed, then the journal.
 
+``delink compact`` (``update.py``) commits the same way with the index's own key, which
+then is never retired nor rolled back.
+
 At every instant the key file and the id mapping hold the entries of whichever index is
 at the output path (both builds' between 2 and 4), so no kill leaves an index paired with
 a key or mapping that does not fit it; between the two renames of 3 there is no index at
@@ -99,8 +102,9 @@ def _roll_back(output: Path, journal: Journal) -> None:
     if backup.exists() or backup.is_symlink():  # the index was moved aside, the new one not yet in place
         os.replace(backup, output)
         fsync_dir(output.parent)
-    for store in journal.stores():
-        store.update(remove=[journal.new_key_id])
+    if journal.new_key_id != journal.old_key_id:  # a compaction keeps its key: the old index needs it
+        for store in journal.stores():
+            store.update(remove=[journal.new_key_id])
 
 
 def recover(output: Path) -> list[str]:

@@ -6,6 +6,14 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
     shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
                                      Elias–Fano coded keys then postings (``codec.py``)
+    forward.rows, forward.offsets    only in an updatable index: each document's tokens as
+                                     level-1 rows (``forward.py``)
+    delta-<d>/                       only after ``delink index --update``: one delta each
+                                     (``update.py``): doc_ids.digests, forward.*, and per
+                                     level ``level-<n>.ef`` (keys, postings, additions)
+
+An index with deltas is format 4 (a format-3 reader must not answer from its base
+alone); ``delink compact`` merges them and writes format 3 again. Both are read.
 
 The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shards.py``),
 so a lookup goes to one shard. Each shard-level file is two Elias–Fano sequences — the
@@ -26,6 +34,7 @@ format and version, the table's shape, the key, the MAC, and only then uses a fi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +42,18 @@ from ...errors import IndexFormatError
 from .hashing import mac_matches, manifest_mac
 
 FORMAT_NAME = "spacy-delink-index"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+#: The format of an index without deltas: what every build and compaction writes.
+BASE_FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
+FORWARD_ROWS = "forward.rows"
+FORWARD_OFFSETS = "forward.offsets"
 #: The Elias-Fano sequences of a shard-level file, in file order.
 CODED_PARTS = ("keys", "postings")
+#: ... and of a delta's level file.
+DELTA_PARTS = ("keys", "postings", "additions")
+_DELTA_FIELDS = ("first_document", "documents", "tokens", "forward_bits")
 LAYOUT_FIELDS = ("count", "low_bits", "buckets", "sample_shift")
 #: The only reduction readers implement (builder.py, step 3).
 REDUCTION = "prefix-suffix-df1"
@@ -68,6 +84,44 @@ def shard_file(shard: int, level: int) -> str:
 def array_names(max_n: int, shard_bits: int) -> list[str]:
     """Every array an index of these dimensions lists, id digests first."""
     return [DOC_ID_DIGESTS, *(shard_file(s, n) for n in range(1, max_n + 1) for s in range(1 << shard_bits))]
+
+
+def delta_folder(number: int) -> str:
+    """The folder of the ``number``-th delta (from 1) inside the index directory."""
+    return f"delta-{number:04d}"
+
+
+def delta_level_file(folder: str, level: int) -> str:
+    return f"{folder}/level-{level}.ef"
+
+
+def delta_arrays(folder: str, max_n: int) -> list[str]:
+    """Every array one delta lists."""
+    return [f"{folder}/{DOC_ID_DIGESTS}", f"{folder}/{FORWARD_ROWS}", f"{folder}/{FORWARD_OFFSETS}",
+            *(delta_level_file(folder, n) for n in range(1, max_n + 1))]
+
+
+def coded_parts(name: str) -> tuple[str, ...]:
+    """The Elias-Fano sequences an array of the table holds, in file order (none: a plain array)."""
+    if name.endswith(".ef"):
+        return DELTA_PARTS if "/" in name else CODED_PARTS
+    return ()
+
+
+def required_arrays(manifest: dict[str, Any]) -> list[str]:
+    """Every array an (already shape-checked) manifest must list."""
+    names = array_names(manifest["rules"]["max_n"], manifest["shard_bits"])
+    if manifest.get("forward") is not None:
+        names += [FORWARD_ROWS, FORWARD_OFFSETS]
+    for delta in manifest.get("deltas", []):
+        names += delta_arrays(delta["name"], manifest["rules"]["max_n"])
+    return names
+
+
+def base_documents(manifest: dict[str, Any]) -> int:
+    """Documents of the base (the rest are the deltas')."""
+    deltas = manifest.get("deltas") or []
+    return deltas[0]["first_document"] if deltas else manifest["documents"]
 
 
 def default_ids_path(index_dir: str | Path) -> Path:
@@ -112,7 +166,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise IndexFormatError(
             f"{path} uses index format {version}, newer than this spacy-delink supports ({FORMAT_VERSION}); upgrade spacy-delink"
         )
-    if version < FORMAT_VERSION:
+    if version < BASE_FORMAT_VERSION:
         raise IndexFormatError(
             f"{path} uses index format {version} of an older spacy-delink (format 3 adds compressed, sharded levels); "
             "rebuild it with `delink index ... --overwrite`"
@@ -125,22 +179,50 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise IndexFormatError(f"{manifest_path}: rules.max_n is missing or malformed; rebuild the index with `delink index`")
     if not 0 <= manifest["shard_bits"] <= 16:
         raise IndexFormatError(f"{manifest_path}: shard_bits is out of range; rebuild the index with `delink index`")
-    for name in array_names(max_n, manifest["shard_bits"]):
+    _check_updates(manifest_path, manifest, version)
+    for name in required_arrays(manifest):
         spec = manifest["arrays"].get(name)
         if not isinstance(spec, dict):
             raise IndexFormatError(f"index {path}: manifest lacks {name}; rebuild it with `delink index`")
         for field, kind in _ARRAY_FIELDS.items():
             if not isinstance(spec.get(field), kind):
                 raise IndexFormatError(f"index {path}: manifest entry {name} lacks {field!r}; rebuild it with `delink index`")
-        if name == DOC_ID_DIGESTS:
-            continue
-        for part in CODED_PARTS:
+        for part in coded_parts(name):
             layout = spec.get(part)
             if not isinstance(layout, dict) or not all(
                 isinstance(layout.get(f), int) and not isinstance(layout.get(f), bool) and layout[f] >= 0 for f in LAYOUT_FIELDS
             ):
                 raise IndexFormatError(f"index {path}: manifest entry {name} lacks its {part} layout; rebuild it with `delink index`")
     return manifest
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _nonce(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value) is not None
+
+
+def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) -> None:
+    """The shape of the forward store's and the deltas' fields (format 4 iff there are deltas)."""
+    rebuild = "rebuild the index with `delink index`"
+    forward = manifest.get("forward")
+    if forward is not None and not (
+        isinstance(forward, dict) and _natural(forward.get("bits")) and forward["bits"] >= 2 and _nonce(forward.get("nonce"))
+    ):
+        raise IndexFormatError(f"{manifest_path}: field 'forward' is malformed; {rebuild}")
+    deltas = manifest.get("deltas", [])
+    if not isinstance(deltas, list) or (version == BASE_FORMAT_VERSION) != (not deltas):
+        raise IndexFormatError(f"{manifest_path}: field 'deltas' does not fit format {version}; {rebuild}")
+    for number, delta in enumerate(deltas, start=1):
+        if not (
+            isinstance(delta, dict) and delta.get("name") == delta_folder(number) and all(_natural(delta.get(f)) for f in _DELTA_FIELDS)
+            and _nonce(delta.get("forward_nonce"))
+        ):
+            raise IndexFormatError(f"{manifest_path}: delta {number} is malformed; {rebuild}")
+    if deltas and forward is None:
+        raise IndexFormatError(f"{manifest_path}: deltas without a forward store; {rebuild}")
 
 
 def verify_mac(path: Path, manifest: dict[str, Any], secret: bytes) -> None:

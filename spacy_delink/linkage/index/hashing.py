@@ -13,7 +13,9 @@ can stand in for another (domain separation):
 * token digests: BLAKE2b keyed with the secret itself, no personalization;
 * the manifest MAC and document-id digests: BLAKE2b keyed with a subkey derived from the
   secret (``derive_key``, a keyed BLAKE2b with its own personalization and the purpose);
-* the public key id (``keys.key_id``): an unkeyed BLAKE2b of the secret, personalized.
+* the public key id (``keys.key_id``): an unkeyed BLAKE2b of the secret, personalized;
+* the forward store's encryption (``ForwardCipher``): BLAKE2b under two more subkeys, one
+  deriving each file's nonce from its content, one generating the keystream.
 """
 from __future__ import annotations
 
@@ -29,14 +31,19 @@ from ..tokenize import Tokenizer, Tokens
 from .kernels import Vocabulary, extend
 from .keys import KEY_BYTES
 
-__all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac"]
+__all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac", "sidecar_mac_key"]
 
 #: 128-bit id digests: a collision between two ids of one collection is never expected.
 ID_DIGEST_BYTES = 16
 ID_DIGEST_DTYPE = np.dtype(f"S{ID_DIGEST_BYTES}")
 _SUBKEY_PERSON = b"delink-subkey"
 _MAC_PURPOSE = b"manifest-mac/v2"
+_SIDECAR_MAC_PURPOSE = b"sidecar-manifest-mac/v1"
 _ID_PURPOSE = b"document-id/v2"
+_NONCE_PURPOSE = b"forward-nonce/v1"
+_STREAM_PURPOSE = b"forward-stream/v1"
+#: Bytes of keystream per BLAKE2b call (its largest digest).
+_BLOCK = 64
 
 
 def derive_key(secret: bytes, purpose: bytes) -> bytes:
@@ -47,6 +54,11 @@ def derive_key(secret: bytes, purpose: bytes) -> bytes:
 def manifest_mac(secret: bytes, canonical: bytes) -> str:
     """The keyed MAC of a manifest's canonical bytes (hex)."""
     return hashlib.blake2b(canonical, key=derive_key(secret, _MAC_PURPOSE), digest_size=32).hexdigest()
+
+
+def sidecar_mac_key(secret: bytes) -> bytes:
+    """The subkey that authenticates manifests kept beside an index (its embeddings), apart from the index's own."""
+    return derive_key(secret, _SIDECAR_MAC_PURPOSE)
 
 
 def mac_matches(secret: bytes, canonical: bytes, mac: str) -> bool:
@@ -98,3 +110,37 @@ class TokenHasher:
                     (digest(search_form(text[s:e])) for s, e in spans), dtype=np.uint64, count=len(new)
                 )
             return vocabulary.digests[ids]
+
+
+class ForwardCipher:
+    """Encrypts a forward store file (``forward.py``): words XOR a keyed BLAKE2b keystream.
+
+    The forward store lists each document's tokens as level-1 rows: in the clear that is
+    the corpus under a word-substitution cipher, which frequency analysis breaks. So the
+    file is encrypted as a stream, BLAKE2b in counter mode (block ``i`` of the keystream
+    is BLAKE2b-512 of ``nonce || i`` under a subkey), and any word range decrypts on its
+    own. The nonce is a keyed digest of the plaintext (as in SIV): two files share a
+    keystream only when they are equal, and a build writes the same bytes every time.
+    """
+
+    def __init__(self, secret: bytes, nonce: bytes) -> None:
+        self.nonce = nonce
+        self._stream = hashlib.blake2b(nonce, key=derive_key(secret, _STREAM_PURPOSE), digest_size=_BLOCK)
+
+    @staticmethod
+    def nonce_of(secret: bytes, plaintext: memoryview | bytes) -> bytes:
+        return hashlib.blake2b(plaintext, key=derive_key(secret, _NONCE_PURPOSE), digest_size=16).digest()
+
+    def xor(self, words: np.ndarray, first_word: int) -> np.ndarray:
+        """``words`` (uint64, starting at word ``first_word`` of the file) XOR the keystream."""
+        words_per_block = _BLOCK // 8
+        first_block = first_word // words_per_block
+        last_block = (first_word + len(words) + words_per_block - 1) // words_per_block
+        stream = bytearray()
+        for block in range(first_block, last_block):
+            state = self._stream.copy()
+            state.update(block.to_bytes(8, "little"))
+            stream += state.digest()
+        start = first_word - first_block * words_per_block
+        keys = np.frombuffer(bytes(stream), dtype="<u8")[start : start + len(words)]
+        return np.asarray(words, dtype=np.uint64) ^ keys

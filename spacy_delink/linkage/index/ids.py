@@ -29,8 +29,13 @@ class IdMapping(KeyedStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path, "spacy-delink-ids", "mappings", "id mapping")
 
-    def ids(self, index: Path, index_key_id: str, expected_digest: str) -> list[Any]:
-        """The ids of the index with ``index_key_id``, checked against its manifest's digest."""
+    def ids(self, index: Path, index_key_id: str, expected_digest: str, documents: int) -> list[Any]:
+        """The ids of the index with ``index_key_id``, checked against its manifest's digest.
+
+        Only the first ``documents`` count: ``delink index --update`` appends the new ids
+        before it commits the manifest that counts them (``update.py``), so an update killed
+        in between leaves ids the index in place ignores.
+        """
         if not self.path.is_file():
             raise IndexFormatError(
                 f"id mapping {self.path} of index {index} not found; pass the file written with the index "
@@ -41,6 +46,7 @@ class IdMapping(KeyedStore):
             raise IndexFormatError(
                 f"id mapping {self.path} holds no ids for index {index} (key id {index_key_id}); pass the one written with it"
             )
+        ids = ids[:documents]
         if ids_digest(ids) != expected_digest:
             raise IndexFormatError(f"id mapping {self.path}: the ids of index {index} were edited; rebuild the index")
         return ids

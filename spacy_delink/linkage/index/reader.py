@@ -15,11 +15,26 @@ from ...corpus import DocId
 from ...errors import IndexFormatError, InputError
 from ..tokenize import LinkageRules, Tokenizer, Tokens
 from .commit import interrupted_hint
-from .format import DOC_ID_DIGESTS, REDUCTION, array_names, default_ids_path, load_manifest, shard_file, verify_mac
-from .hashing import ID_DIGEST_BYTES, IdHasher, TokenHasher
+from .forward import Forward
+from .format import (
+    CODED_PARTS,
+    DELTA_PARTS,
+    DOC_ID_DIGESTS,
+    FORWARD_OFFSETS,
+    FORWARD_ROWS,
+    REDUCTION,
+    base_documents,
+    default_ids_path,
+    delta_level_file,
+    load_manifest,
+    required_arrays,
+    shard_file,
+    verify_mac,
+)
+from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
-from .shards import Level, level_from_words
+from .shards import DeltaLevel, Level, UpdatedLevel, coded_from_words
 
 
 class LargeKWarning(UserWarning):
@@ -93,31 +108,69 @@ class CorpusIndex:
         self.tokens: int = manifest["tokens"]
         specs = manifest["arrays"]
         self.shard_bits: int = manifest["shard_bits"]
-        arrays = {name: _map_array(self.path, name, specs[name]) for name in array_names(self.rules.max_n, self.shard_bits)}
+        arrays = {name: _map_array(self.path, name, specs[name]) for name in required_arrays(manifest)}
         if verify:
             _verify_checksums(self.path, arrays, specs)
         self.verified = verify
-        self.levels: dict[int, Level] = {n: self._level(n, arrays, specs) for n in range(1, self.rules.max_n + 1)}
-        self.doc_id_digests = arrays[DOC_ID_DIGESTS]
+        #: The deltas added by ``delink index --update`` (manifest entries), oldest first.
+        self.deltas: list[dict[str, Any]] = manifest.get("deltas", [])
+        self.base_documents = base_documents(manifest)
+        self.levels: dict[int, Level | UpdatedLevel] = {n: self._level(n, arrays, specs) for n in range(1, self.rules.max_n + 1)}
+        digests = [arrays[DOC_ID_DIGESTS], *(arrays[f"{d['name']}/{DOC_ID_DIGESTS}"] for d in self.deltas)]
+        self.doc_id_digests = np.concatenate(digests) if self.deltas else digests[0]
+        #: Each segment's forward store (base, then each delta), or None: not updatable.
+        self.forward: list[Forward] | None = self._forward(arrays, secret) if manifest.get("forward") is not None else None
         self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
         self._id_hasher = IdHasher(secret)
+        self._sidecar_key = sidecar_mac_key(secret)
         self._doc_ids: list[DocId] | None = None
         self._numbers: dict[bytes, int] | None = None
         self.tokenizer = Tokenizer(self.rules)
         self.hasher = TokenHasher(self.tokenizer, secret)
 
-    def _level(self, n: int, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> Level:
-        """One level's shards, each file split into its keys and postings sequences."""
+    def sidecar_mac(self, canonical: bytes) -> str:
+        """A MAC under this index's key of a manifest kept beside the index (``<index>.embeddings``):
+        an edit to it is refused like an edit to the index's own manifest, by whoever holds the key."""
+        return hashlib.blake2b(canonical, key=self._sidecar_key, digest_size=32).hexdigest()
+
+    def _level(self, n: int, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> Level | UpdatedLevel:
+        """One level's shards, each file split into its keys and postings sequences; and its deltas."""
         keys, postings = [], []
         for shard in range(1 << self.shard_bits):
             name = shard_file(shard, n)
             try:
-                key_part, posting_part = level_from_words(arrays[name], specs[name])
+                key_part, posting_part = coded_from_words(arrays[name], specs[name], CODED_PARTS)
             except (ValueError, TypeError) as err:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             keys.append(key_part)
             postings.append(posting_part)
-        return Level(keys, postings, self.shard_bits, self.documents)
+        base = Level(keys, postings, self.shard_bits, self.base_documents)
+        if not self.deltas:
+            return base
+        deltas: list[DeltaLevel] = []
+        for delta in self.deltas:
+            name = delta_level_file(delta["name"], n)
+            try:
+                parts = coded_from_words(arrays[name], specs[name], DELTA_PARTS)
+            except (ValueError, TypeError) as err:
+                raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
+            row_base = deltas[-1].stop if deltas else len(base)
+            added_keys, added_postings, additions = parts
+            width = max(1, delta["first_document"] + delta["documents"])
+            deltas.append(DeltaLevel(added_keys, added_postings, additions, row_base=row_base, width=width))
+        return UpdatedLevel(base, deltas)
+
+    def _forward(self, arrays: dict[str, np.ndarray], secret: bytes) -> list[Forward]:
+        base = self.manifest["forward"]
+        segments = [("", base["bits"], base["nonce"])] + [(f"{d['name']}/", d["forward_bits"], d["forward_nonce"]) for d in self.deltas]
+        stores = []
+        for prefix, bits, nonce in segments:
+            try:
+                cipher = ForwardCipher(secret, bytes.fromhex(nonce))
+                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher))
+            except ValueError as err:
+                raise IndexFormatError(f"index {self.path}: {prefix}{FORWARD_ROWS} does not match the manifest ({err}); rebuild it with `delink index`") from None
+        return stores
 
     @property
     def doc_ids(self) -> list[DocId]:
@@ -129,20 +182,24 @@ class CorpusIndex:
                     f"index {self.path} was built with external ids (no id mapping): document n is the n-th "
                     "document of the corpus it was built from; document_number(id) finds an id's number"
                 )
-            self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected)
+            self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected, self.documents)
         return self._doc_ids
+
+    def id_digest(self, doc_id: DocId) -> bytes:
+        """The keyed digest of an id, as ``doc_ids.digests`` stores it."""
+        return self._id_hasher.digest(doc_id)
 
     def doc_id_matches(self, number: int, doc_id: DocId) -> bool:
         """Whether document ``number`` has id ``doc_id`` (keyed digest; needs no id mapping)."""
         stored = self.doc_id_digests[number : number + 1].tobytes()
-        return stored == self._id_hasher.digest(doc_id)
+        return stored == self.id_digest(doc_id)
 
     def document_number(self, doc_id: DocId) -> int | None:
         """The number of the document with id ``doc_id``, or None (keyed digest; needs no id mapping)."""
         if self._numbers is None:
             raw = self.doc_id_digests.tobytes()
             self._numbers = {raw[i : i + ID_DIGEST_BYTES]: n for n, i in enumerate(range(0, len(raw), ID_DIGEST_BYTES))}
-        return self._numbers.get(self._id_hasher.digest(doc_id))
+        return self._numbers.get(self.id_digest(doc_id))
 
     @property
     def max_n(self) -> int:
@@ -172,7 +229,7 @@ class CorpusIndex:
         return tokens, self.hasher.hash_tokens(tokens)
 
     def bytes_on_disk(self) -> int:
-        return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
 
     def copy_to(self, target: str | Path) -> None:
         """Copy the index directory (not its key, not its id mapping) to ``target``."""

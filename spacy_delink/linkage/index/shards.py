@@ -220,8 +220,27 @@ def _flags_name(shard: int, level: int, partition: int) -> str:
     return f"s{shard:04d}.n{level}.p{partition:05d}.ok"
 
 
+def kept_keys_name(shard: int, level: int) -> str:
+    """The distinct keys of one shard's level, which ``count_level`` keeps on request."""
+    return f"s{shard:04d}.n{level}.unique"
+
+
 def _pairs_name(partition: int, level: int, shard: int, kind: str) -> str:
     return f"p{partition:05d}.n{level}.s{shard:04d}.{kind}"
+
+
+def extend_level(
+    previous: np.ndarray, previous_keys: np.ndarray, frequent: np.ndarray, remaining: np.ndarray, tok: np.ndarray, level: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions and keys of level ``level`` from level ``level - 1``'s (the reduction).
+
+    A position survives when the (n−1)-grams at it and at the next position are both
+    ``frequent`` (df ≥ 2) and its segment has room for ``level`` tokens.
+    """
+    chosen = np.flatnonzero(frequent[:-1] & frequent[1:] & (previous[1:] == previous[:-1] + 1))
+    chosen = chosen[remaining[previous[chosen]] >= level]
+    positions = previous[chosen]
+    return positions, kernels.extend(previous_keys[chosen], tok[positions.astype(np.int64) + (level - 1)])
 
 
 def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shard_bits: int) -> int:
@@ -246,11 +265,7 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
             owner = shard_of(previous_keys, shard_bits)
             for shard in range(1 << shard_bits):
                 frequent[owner == shard] = store.get(_flags_name(shard, level - 1, partition), np.uint8).view(bool)
-        rem = store.get(f"{prefix}.rem", np.uint8)
-        chosen = np.flatnonzero(frequent[:-1] & frequent[1:] & (previous[1:] == previous[:-1] + 1))
-        chosen = chosen[rem[previous[chosen]] >= level]
-        positions = previous[chosen]
-        keys = kernels.extend(previous_keys[chosen], tok[positions.astype(np.int64) + (level - 1)])
+        positions, keys = extend_level(previous, previous_keys, frequent, store.get(f"{prefix}.rem", np.uint8), tok, level)
     store.put(f"{prefix}.n{level}.pos", positions)
     store.put(f"{prefix}.n{level}.keys", keys)
     docs = store.get(f"{prefix}.doc", np.uint32)[positions] + np.uint32(doc_base)
@@ -300,10 +315,23 @@ class LevelFile:
         }
 
 
+def code_rows(
+    keys: np.ndarray, key_universe: int, df: np.ndarray, postings: np.ndarray, width: int
+) -> tuple[tuple[codec.Layout, np.ndarray], tuple[codec.Layout, np.ndarray]]:
+    """Elias–Fano code a level's sorted distinct keys and their posting lists (``row * width + document``)."""
+    rows = len(keys)
+    values = np.repeat(np.arange(rows, dtype=np.uint64) * np.uint64(width), df) + postings
+    return codec.encode(keys, key_universe, codec.KEY_SAMPLE_SHIFT), codec.encode(values, max(1, rows * width))
+
+
 def count_level(
-    store: WorkStore, out: str, shard: int, level: int, partitions: int, shard_bits: int, documents: int, last: bool
+    store: WorkStore, out: str, shard: int, level: int, partitions: int, shard_bits: int, documents: int, last: bool,
+    keep_keys: bool = False,
 ) -> LevelFile:
-    """Group one shard's pairs of one level; write its coded level and the df ≥ 2 flags."""
+    """Group one shard's pairs of one level; write its coded level and the df ≥ 2 flags.
+
+    ``keep_keys`` leaves the shard's distinct keys in the store (the forward store's rows).
+    """
     parts_keys = [store.get(_pairs_name(p, level, shard, "keys"), np.uint64) for p in range(partitions)]
     parts_docs = [store.get(_pairs_name(p, level, shard, "docs"), np.uint32) for p in range(partitions)]
     keys = np.concatenate(parts_keys) if partitions > 1 else parts_keys[0]
@@ -315,11 +343,11 @@ def count_level(
         for p in range(partitions):
             store.put(_flags_name(shard, level, p), flags[bounds[p] : bounds[p + 1]])
     del keys, docs, parts_keys, parts_docs, pair_df
+    if keep_keys:
+        store.put(kept_keys_name(shard, level), unique)
     base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
-    key_layout, key_words = codec.encode(unique - base, 1 << (64 - shard_bits), codec.KEY_SAMPLE_SHIFT)
+    (key_layout, key_words), (posting_layout, posting_words) = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents)
     rows = len(unique)
-    values = np.repeat(np.arange(rows, dtype=np.uint64) * np.uint64(documents), df) + postings
-    posting_layout, posting_words = codec.encode(values, max(1, rows * documents))
     sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([key_words, posting_words]))
     for p in range(partitions):
         for kind in ("keys", "docs"):
@@ -398,8 +426,13 @@ def count_levels(
     max_n: int,
     shard_bits: int,
     advance: Callable[[], object] | None = None,
+    keep_level1_keys: bool = False,
 ) -> Levels:
-    """Step 2 of the module docstring, level by level, each step a barrier."""
+    """Step 2 of the module docstring, level by level, each step a barrier.
+
+    ``keep_level1_keys`` leaves each shard's distinct level-1 keys in the store
+    (``kept_keys_name``), which the forward store's tasks read.
+    """
     bases = np.cumsum([0] + [len(p.doc_ids) for p in partitions]).tolist()
     documents = bases[-1]
     count = len(partitions)
@@ -419,6 +452,7 @@ def count_levels(
             [shard_bits] * len(shards),
             [documents] * len(shards),
             [level == max_n] * len(shards),
+            [keep_level1_keys and level == 1] * len(shards),
         )
         if advance is not None:
             advance()
@@ -490,17 +524,103 @@ class Level:
         if not 0 <= row < len(self):
             raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
         shard = int(np.searchsorted(self.row_base, row, side="right")) - 1
-        rank = row - int(self.row_base[shard])
-        postings = self._postings[shard]
-        starts, stops = postings.row_bounds(np.array([rank], dtype=np.int64), self.width)
-        low = rank * self.width
-        return (postings.decode_from(low, int(stops[0] - starts[0])) - np.uint64(low)).astype(np.uint32)
+        return row_documents(self._postings[shard], row - int(self.row_base[shard]), self.width)
+
+    def keys_by_row(self) -> np.ndarray:
+        """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
+        parts = [
+            coded.decode_all() + (np.uint64(shard << (64 - self.shard_bits)) if self.shard_bits else np.uint64(0))
+            for shard, coded in enumerate(self._keys)
+        ]
+        return np.concatenate(parts)
 
 
-def level_from_words(words: np.ndarray, spec: dict[str, Any]) -> tuple[codec.EliasFano, codec.EliasFano]:
-    """The two coded sequences of one shard-level file, from its words and manifest entry."""
-    keys = codec.Layout(**{f: spec["keys"][f] for f in LAYOUT_FIELDS})
-    postings = codec.Layout(**{f: spec["postings"][f] for f in LAYOUT_FIELDS})
-    if keys.words + postings.words != len(words):
-        raise ValueError(f"{len(words)} words, the layouts need {keys.words + postings.words}")
-    return codec.EliasFano(keys, words[: keys.words]), codec.EliasFano(postings, words[keys.words :])
+def row_documents(postings: codec.EliasFano, row: int, width: int) -> np.ndarray:
+    """The documents of one row of a ``row * width + document`` sequence (sorted)."""
+    starts, stops = postings.row_bounds(np.array([row], dtype=np.int64), width)
+    low = row * width
+    return (postings.decode_from(low, int(stops[0] - starts[0])) - np.uint64(low)).astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class DeltaLevel:
+    """One delta's part of a level (``update.py``).
+
+    ``keys``/``postings``: the n-grams the delta stores first, rows ``row_base`` on, coded as
+    a base level's (one shard); ``additions``: the delta's documents of n-grams stored
+    before it, as ``row * width + document`` over those earlier rows. ``width`` is the
+    number of documents once the delta is added.
+    """
+
+    keys: codec.EliasFano
+    postings: codec.EliasFano
+    additions: codec.EliasFano
+    row_base: int
+    width: int
+
+    @property
+    def stop(self) -> int:
+        return self.row_base + len(self.keys)
+
+
+class UpdatedLevel:
+    """A base level and its deltas, answering as one level of a fresh build of the union.
+
+    A key has one row, in the segment that stored it first (the base, or the delta that
+    introduced it); its df and documents are that segment's plus every later delta's
+    additions to the row. Documents are numbered base first, then delta by delta, so the
+    concatenated posting list stays sorted. A lookup costs one search per segment.
+    """
+
+    def __init__(self, base: Level, deltas: list[DeltaLevel]) -> None:
+        self.base = base
+        self.deltas = deltas
+
+    def __len__(self) -> int:
+        return self.deltas[-1].stop if self.deltas else len(self.base)
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        rows, df = self.base.lookup(keys)
+        for delta in self.deltas:
+            known = np.flatnonzero(rows >= 0)
+            if len(known) and len(delta.additions):
+                starts, stops = delta.additions.row_bounds(rows[known], delta.width)
+                df[known] += stops - starts
+            missing = np.flatnonzero(rows < 0)
+            if len(missing) and len(delta.keys):
+                ranks = delta.keys.find(keys[missing])
+                found = ranks >= 0
+                starts, stops = delta.postings.row_bounds(ranks, delta.width)
+                rows[missing[found]] = ranks[found] + delta.row_base
+                df[missing[found]] = (stops - starts)[found]
+        return rows, df
+
+    def documents(self, row: int) -> np.ndarray:
+        """Document numbers of one row's posting list (sorted), across the segments."""
+        row = int(row)
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
+        if row < len(self.base):
+            parts, later = [self.base.documents(row)], self.deltas
+        else:
+            owner = next(i for i, delta in enumerate(self.deltas) if row < delta.stop)
+            delta = self.deltas[owner]
+            parts, later = [row_documents(delta.postings, row - delta.row_base, delta.width)], self.deltas[owner + 1 :]
+        parts += [row_documents(delta.additions, row, delta.width) for delta in later]
+        return np.concatenate(parts)
+
+    def keys_by_row(self) -> np.ndarray:
+        """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
+        return np.concatenate([self.base.keys_by_row(), *(delta.keys.decode_all() for delta in self.deltas)])
+
+
+def coded_from_words(words: np.ndarray, spec: dict[str, Any], parts: Sequence[str]) -> list[codec.EliasFano]:
+    """The coded sequences of one level file (``parts``, in file order), from its words and manifest entry."""
+    layouts = [codec.Layout(**{f: spec[part][f] for f in LAYOUT_FIELDS}) for part in parts]
+    needed = sum(layout.words for layout in layouts)
+    if needed != len(words):
+        raise ValueError(f"{len(words)} words, the layouts need {needed}")
+    bounds = np.cumsum([0, *(layout.words for layout in layouts)]).tolist()
+    return [codec.EliasFano(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
