@@ -6,11 +6,14 @@ many repetitions of every phrase: the case where flagging only a key's first occ
 needed one pass per repetition. For each size, ``delink protect``'s rewriter (Mask model, token granularity,
 k = 2, default flagging) protects it at arity 1 and at arity 3; the report gives passes and
 seconds per size, and the growth of each from the smallest size to the largest against the
-growth of the size (linear time: the same ratio).
+growth of the size (linear time: the same ratio). ``--redetect-size`` also times arity 3 at
+that size with the incremental re-detection against a detection from scratch after every
+mask pass (``bench_flagging.redetect``, the same run).
 
 BLAS runs single-threaded (see bench_flagging.py).
 
-    python benchmarks/bench_long_documents.py [--sizes 50000,250000,1000000,3000000] [--out results.json]
+    python benchmarks/bench_long_documents.py [--sizes 50000,250000,1000000,3000000] [--redetect-size 1000000]
+        [--out results.json]
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Any  # noqa: E402
 
 import spacy  # noqa: E402
 
+from bench_flagging import redetect  # noqa: E402
 from spacy_delink.components.rewriter import DelinkRewriter  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder  # noqa: E402
 from tab_testbed import load_tab  # noqa: E402
@@ -53,6 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50000,250000,1000000,3000000", help="document sizes in characters")
     parser.add_argument("--unit", type=int, default=10, help="de-identified documents repeated")
+    parser.add_argument("--redetect-size", type=int, default=0, help="also time full vs incremental re-detection at this size")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -75,6 +80,10 @@ def main() -> None:
                 rows.setdefault(str(size), {"characters": len(document)})[f"arity{arity}"] = {
                     "passes": result.passes, "seconds": round(seconds, 2)
                 }
+        if args.redetect_size:
+            document = long_document(texts, args.redetect_size)
+            timing = redetect(Path(tmp) / "index", [document], 2, "min_cover", warm_up=texts[0])
+            timing["characters"] = len(document)
     smallest, largest = rows[str(sizes[0])], rows[str(sizes[-1])]
     growth = largest["characters"] / smallest["characters"]
     report = {
@@ -85,6 +94,8 @@ def main() -> None:
         "passes_max": max(row[f"arity{a}"]["passes"] for row in rows.values() for a in (1, 3)),
         "arity3_over_arity1_seconds_at_largest": round(largest["arity3"]["seconds"] / max(largest["arity1"]["seconds"], 1e-9), 1),
     }
+    if args.redetect_size:
+        report["redetect_arity3"] = timing
     text = json.dumps(report, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

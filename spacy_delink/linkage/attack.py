@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba as nb
 import numpy as np
 
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
@@ -79,16 +80,18 @@ class Detection:
             )
         return sorted(phrases, key=lambda o: (o.start, o.end))
 
-    def after_mask(self, ranges: list[tuple[int, int]], text: str, granularity: str = "token") -> "Detection":
-        """The detection of ``text``: this text with the character ``ranges`` (whole tokens,
-        ``mask_ranges`` of this detection's cover at ``granularity``) masked.
+    def after_mask(self, ranges: list[tuple[int, int]], text: str, granularity: str | None = "token") -> "Detection":
+        """The detection of ``text``: this text with the character ``ranges`` (whole tokens) masked,
+        equal to ``detect(text)`` but computing only what the mask can change.
 
         A mask breaks n-grams and creates none, so the n-gram lookups are this detection's,
         less what crosses a masked token, and the combination search reuses every posting
-        list and pair support it can. The candidates the cover kept hold no linkable
-        combination (a cover hits them all), so the triple search skips those made of them
-        alone. When ``text`` does not tokenize as that (another mask string, rules that read
-        it otherwise), it is detected from scratch.
+        list and pair support it can. With ``granularity``, the ranges are ``mask_ranges`` of
+        this detection's cover at that cost model: the candidates the cover kept hold no
+        linkable combination (a cover hits them all), so the triple search skips those made
+        of them alone; with None they may be any whole tokens. When ``text`` does not
+        tokenize as that (another mask string, rules that read it otherwise, a range that
+        cuts a token), it is detected from scratch.
         """
         tokens = self.analysis.tokens
         bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
@@ -100,24 +103,43 @@ class Detection:
         removed = np.cumsum(change)[: len(tokens)] > 0
         new_tokens = self.index.tokenizer.tokenize(text)
         kept = np.flatnonzero(~removed)
-        expected_start = tokens.segment_start[kept].copy()
+        expected_start = tokens.segment_start[kept].astype(bool)
         expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
         if (
             len(new_tokens) != len(kept)
-            or [tokens.raw[i] for i in kept.tolist()] != new_tokens.raw
-            or not np.array_equal(np.asarray(new_tokens.segment_start, dtype=bool), expected_start.astype(bool))
+            or not np.array_equal(np.asarray(new_tokens.segment_start, dtype=bool), expected_start)
+            or not _same_tokens(tokens.codes, tokens.starts[kept], tokens.ends[kept], new_tokens.codes, new_tokens.starts, new_tokens.ends)
         ):
             return detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging)
         analysis = self.analysis.without(np.flatnonzero(removed), text, new_tokens)
         combinations = None
         if self.combinations is not None:
-            kept = np.ones(len(self.combinations.candidates), dtype=bool)
-            kept[list(self.cover(granularity).removed)] = False
+            settled = None
+            if granularity is not None:
+                kept_candidates = np.ones(len(self.combinations.candidates), dtype=bool)
+                kept_candidates[list(self.cover(granularity).removed)] = False
+                settled = self.combinations.keys[kept_candidates]
             combinations = analyze_combinations(
-                self.index, analysis, self.arity, self.max_combinations, previous=self.combinations,
-                settled=self.combinations.keys[kept],
+                self.index, analysis, self.arity, self.max_combinations, previous=self.combinations, settled=settled,
             )
         return Detection(text, analysis, combinations, self.index, self.arity, self.max_combinations, self.flagging)
+
+
+@nb.njit(cache=True, nogil=True)
+def _same_tokens(
+    codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, new_codes: np.ndarray, new_starts: np.ndarray, new_ends: np.ndarray
+) -> bool:
+    """Whether the tokens ``[starts, ends)`` of ``codes`` are, one by one, the same strings as the new ones."""
+    if len(starts) != len(new_starts):
+        return False
+    for i in range(len(starts)):
+        if ends[i] - starts[i] != new_ends[i] - new_starts[i]:
+            return False
+        offset = new_starts[i] - starts[i]
+        for position in range(starts[i], ends[i]):
+            if codes[position] != new_codes[position + offset]:
+                return False
+    return True
 
 
 def detect(

@@ -88,7 +88,8 @@ class CombinationAnalysis:
     Combinations stay in arrays (a document can have a million minimal triples):
     ``pairs`` (P×2) and ``triples`` (T×3) hold candidate indices in ascending order, which
     is text order. ``pairs`` holds every linkable pair, or with a report cap the first
-    ``max_combinations`` of them (``pair_count`` counts them all); ``triples_complete``
+    ``max_combinations`` of them (``pair_count`` counts them all; a cap of 0, the rewriter's,
+    lists nothing to report but keeps them all for its cover); ``triples_complete``
     says whether every minimal triple was enumerated (module docstring, step 5). The
     postings, membership matrix and pair supports stay for what is asked later (flags,
     covers, the analysis after a mask).
@@ -111,6 +112,7 @@ class CombinationAnalysis:
     pair_matrix: np.ndarray
     anchored: np.ndarray | None = None
     _flagged: list[int] | None = None
+    _all_pairs: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def combination_linkable(self) -> bool:
@@ -155,8 +157,9 @@ class CombinationAnalysis:
         """Every linkable pair (members P×2 in ascending order, supports), whatever the report cap."""
         if len(self.pairs) == self.pair_count:
             return self.pairs, self.pair_support
-        scan = _scan_pairs(self.pair_matrix, self.k, None, _ranks(self.candidates), None)
-        return scan.members, scan.support
+        if self._all_pairs is None:  # a cover asks several times per pass
+            self._all_pairs = _linkable_pairs(self.pair_matrix, self.k)
+        return self._all_pairs
 
     def triples_among(self, kept: np.ndarray, through: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Linkable triples of the candidates ``kept`` (bool per candidate) none of whose pairs is linkable.
@@ -335,18 +338,8 @@ def _triple_scan(
                 all_flagged = all_flagged and flagged[x]
         if kept < 2 or not any_anchor or (use_flags and all_flagged):
             continue
-        own = 0
-        for d in range(matrix.shape[1]):
-            if matrix[a, d]:
-                docs[own] = d
-                own += 1
-        words = (own + 63) // 64
-        bits = np.zeros((kept, words), dtype=np.uint64)
-        for i in range(kept):
-            row = partners[i]
-            for j in range(own):
-                if matrix[row, docs[j]]:
-                    bits[i, j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        words = 0
+        bits = np.zeros((0, 0), dtype=np.uint64)  # built when the first pair passes the bounds (most never do)
         for i in range(kept):
             b = partners[i]
             ab = np.int64(pairs[a, b])
@@ -367,6 +360,19 @@ def _triple_scan(
                     lowest = c
                 if use_flags and flagged[lowest]:
                     continue
+                if not words:
+                    own = 0
+                    for d in range(matrix.shape[1]):
+                        if matrix[a, d]:
+                            docs[own] = d
+                            own += 1
+                    words = (own + 63) // 64
+                    bits = np.zeros((kept, words), dtype=np.uint64)
+                    for row_at in range(kept):
+                        row = partners[row_at]
+                        for at in range(own):
+                            if matrix[row, docs[at]]:
+                                bits[row_at, at >> 6] |= np.uint64(1) << np.uint64(at & 63)
                 support = 0
                 for w in range(words):
                     support += _popcount(bits[i, w] & bits[j, w])
@@ -489,6 +495,27 @@ def _scan_pairs(
     return _PairScan(np.concatenate(kept_members), np.concatenate(kept_support), count, lowest)
 
 
+@nb.njit(cache=True, nogil=True)
+def _linkable_pairs(pairs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every linkable pair (a < b, 1 <= support < k) in row order, as ``_scan_pairs`` lists them."""
+    count = 0
+    for a in range(len(pairs)):
+        for b in range(a + 1, len(pairs)):
+            if pairs[a, b] >= 1 and pairs[a, b] < k:
+                count += 1
+    members = np.empty((count, 2), dtype=np.int32)
+    support = np.empty(count, dtype=np.int32)
+    found = 0
+    for a in range(len(pairs)):
+        for b in range(a + 1, len(pairs)):
+            value = pairs[a, b]
+            if value >= 1 and value < k:
+                members[found, 0], members[found, 1] = a, b
+                support[found] = value
+                found += 1
+    return members[:found], support[:found]
+
+
 def _ranks(candidates: list[Occurrence]) -> np.ndarray:
     """Flagging order of the candidates: fewer tokens first, then earlier in the text."""
     lengths = np.array([c.n for c in candidates], dtype=np.int64)
@@ -550,10 +577,16 @@ def analyze_combinations(
     matrix, df = _membership(index, postings)
     pairs = _pair_supports(matrix, known, previous.pair_matrix if previous is not None else None)
     if len(candidates) >= 2:
-        scan = _scan_pairs(pairs, k, max_combinations, rank, None)
-        pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
-        if scan.lowest is not None:
-            best = min(best, scan.lowest)
+        if max_combinations == 0:  # the rewriter's detection: its cover reads every pair, listed in one compiled pass
+            pair_members, pair_support = _linkable_pairs(pairs, k)
+            pair_count = len(pair_support)
+            if pair_count:
+                best = min(best, int(pair_support.min()))
+        else:
+            scan = _scan_pairs(pairs, k, max_combinations, rank, None)
+            pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
+            if scan.lowest is not None:
+                best = min(best, scan.lowest)
         if arity >= 3 and len(candidates) >= 3:
             report_needs_triples = max_combinations is None or pair_count < max_combinations
             if report_needs_triples or not pair_count or best > 1:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import numba as nb
@@ -104,6 +104,7 @@ class _Instance:
     candidates: int
     rarity: np.ndarray  # df of each token (stab ties go to the rarest)
     cost_model: str
+    _costs: dict[bytes, int] = field(default_factory=dict)  # a cover compares the same choices more than once
 
     def intervals(self, removed: np.ndarray) -> np.ndarray:
         """The ranges to rewrite when ``removed`` (bool per candidate) is the cover.
@@ -119,10 +120,14 @@ class _Instance:
 
     def cost(self, removed: np.ndarray) -> int:
         """Exact tokens changed by rewriting ``intervals(removed)`` under the cost model."""
-        intervals = self.intervals(removed)
-        if self.cost_model == "token":
-            return len(stab(intervals, self.rarity))
-        return int(_covered(intervals, self.tokens).sum())
+        key = np.packbits(removed).tobytes()
+        if key not in self._costs:
+            intervals = self.intervals(removed)
+            if self.cost_model == "token":
+                self._costs[key] = len(stab(intervals, self.rarity))
+            else:
+                self._costs[key] = int(_covered(intervals, self.tokens).sum())
+        return self._costs[key]
 
     def base_hits(self) -> np.ndarray:
         """Whether each occurrence is hit by what the n-grams alone change."""
@@ -187,15 +192,13 @@ class _Hypergraph:
 
     def __init__(self, edges: list[np.ndarray], weight: np.ndarray) -> None:
         width = max((e.shape[1] for e in edges), default=2)
-        padded = [np.pad(e, ((0, 0), (0, width - e.shape[1])), constant_values=-1) for e in edges]
-        self.members = np.ascontiguousarray(np.concatenate(padded) if padded else np.zeros((0, width)), dtype=np.int64)
+        self.members = np.full((sum(len(e) for e in edges), width), -1, dtype=np.int64)
+        row = 0
+        for e in edges:
+            self.members[row : row + len(e), : e.shape[1]] = e
+            row += len(e)
         self.weight = weight.astype(np.float64)
-        flat = self.members.reshape(-1)
-        valid = flat >= 0
-        edge_of = np.repeat(np.arange(len(self.members)), width)[valid]
-        order = np.argsort(flat[valid], kind="stable")
-        self.incident_edges = np.ascontiguousarray(edge_of[order], dtype=np.int64)
-        self.incident_start = np.searchsorted(flat[valid][order], np.arange(len(weight) + 1)).astype(np.int64)
+        self.incident_start, self.incident_edges = _incidence(self.members, len(weight))
 
     def greedy(self, picked: np.ndarray) -> np.ndarray:
         """Weighted greedy: most newly hit edges per unit of weight (an H(d)-approximation)."""
@@ -208,6 +211,26 @@ class _Hypergraph:
     def improve(self, picked: np.ndarray, fixed: np.ndarray) -> np.ndarray:
         """Drop picks whose edges all hold another pick; swap a pick for a cheaper key that alone hits its private edges."""
         return _improve(self.members, self.weight, picked.copy(), fixed, self.incident_start, self.incident_edges, _IMPROVEMENT_ROUNDS)
+
+
+@nb.njit(cache=True, nogil=True)
+def _incidence(members: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's edges in ascending order (CSR: ``incident[start[c]:start[c + 1]]``), by a counting sort."""
+    start = np.zeros(count + 1, dtype=np.int64)
+    for e in range(len(members)):
+        for c in members[e]:
+            if c >= 0:
+                start[c + 1] += 1
+    for c in range(count):
+        start[c + 1] += start[c]
+    fill = start[:-1].copy()
+    incident = np.empty(start[count], dtype=np.int64)
+    for e in range(len(members)):
+        for c in members[e]:
+            if c >= 0:
+                incident[fill[c]] = e
+                fill[c] += 1
+    return start, incident
 
 
 @nb.njit(cache=True, nogil=True)

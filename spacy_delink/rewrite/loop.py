@@ -93,6 +93,9 @@ class RewriteLoop:
     require_llm: bool = False
     #: The model's failure counts, for the require_llm error message.
     failures: Callable[[], Counter[str]] = Counter
+    #: Detect again after a mask pass incrementally (``Detection.after_mask``); False detects
+    #: from scratch after every pass (the same outputs, slower: the peer in bench_flagging.py).
+    incremental: bool = True
 
     def run(self, texts: list[str]) -> list[RewriteResult]:
         """Protect a batch of texts; the LLM passes send all their requests together."""
@@ -117,14 +120,18 @@ class RewriteLoop:
         """Mask what the flagging strategy chooses (``linkage.cover``), pass after pass.
 
         Between mask passes the detection is updated incrementally (``Detection.after_mask``:
-        no lookup is repeated); once it finds nothing, the text is detected from scratch,
-        and masking goes on from that detection should it still find something.
+        only what the mask can change is computed); once it finds nothing, the text is
+        detected from scratch, and masking goes on from that detection should it still find
+        something. Without ``incremental``, every pass ends in a detection from scratch.
         """
         while not result.protected:
             ranges = mask_ranges(result.detection, self.granularity)
             if not ranges:
                 raise DelinkError(f"{self.name}: the {result.detection.flagging} cover chose nothing to mask in a linkable text (a bug; please report)")
             result.apply([(s, e, self.mask) for s, e in ranges], "mask")
+            if not self.incremental:
+                result.detection = self.detect(result.text)
+                continue
             detection = result.detection.after_mask(ranges, result.text, self.granularity)
             result.detection = self.detect(result.text) if detection.protected else detection
             if detection.protected and not result.protected:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..linkage.attack import Detection
 
 GRANULARITIES = ("token", "span")
+_END_SPAN = np.int64((1 << 32) - 1)
 
 
 def stab(intervals: np.ndarray, rarity: np.ndarray) -> list[int]:
@@ -32,8 +33,10 @@ def stab(intervals: np.ndarray, rarity: np.ndarray) -> list[int]:
     """
     if not len(intervals):
         return []
-    pairs = np.unique(np.asarray(intervals, dtype=np.int64).reshape(-1, 2), axis=0)
-    pairs = pairs[np.lexsort((-pairs[:, 1], pairs[:, 0]))]
+    pairs = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
+    # One key per interval that sorts by start, then by end descending (token positions fit 32 bits).
+    keys = np.unique(pairs[:, 0] << 32 | (_END_SPAN - pairs[:, 1]))
+    pairs = np.stack([keys >> 32, _END_SPAN - (keys & _END_SPAN)], axis=1)
     later_min_end = np.minimum.accumulate(pairs[::-1, 1])[::-1]
     contains_another = np.append(later_min_end[1:] <= pairs[:-1, 1], False)
     return _stab_points(

@@ -1,0 +1,209 @@
+"""The incremental re-detection (``Detection.after_mask``) equals a detection from scratch.
+
+Random small corpora (one per seed) and random texts over a shared vocabulary, so that
+texts hold linkable n-grams, linkable pairs and triples: after random whole-token masks,
+after the masks a cover chooses, and after edits the incremental path cannot take (a range
+that cuts a token, a mask string that yields tokens), every part of the detection — the
+lookups, the candidates, the pair supports, every linkable pair and triple, the scores and
+each strategy's cover — is the one a full detection computes. The rewrite loop gives the
+same output either way, and that output is protected by the brute-force oracle (SPEC §7).
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+
+import spec_oracle
+from spacy_delink.linkage.attack import Detection, detect
+from spacy_delink.linkage.cover import STRATEGIES
+from spacy_delink.linkage.index import CorpusIndex
+from spacy_delink.llm.tasks.rewrite import make_rewrite_task
+from spacy_delink.rewrite.loop import RewriteLoop
+from spacy_delink.rewrite.masking import GRANULARITIES, mask_ranges
+from test_combinations import build
+
+MASK = "[REDACTED]"
+WORDS = ["sava", "farm", "mill", "river", "1994", "the", "old", "near", "judge", "court", "bled", "x1"]
+SEEDS = range(40)
+
+
+def random_setting(seed: int, tmp_path: Path) -> tuple[list[str], CorpusIndex, list[str], int, int, int]:
+    """A corpus, its index, texts, k, arity and max_n, drawn from ``seed``.
+
+    Documents are a few phrases of one to four words over a small vocabulary, so phrases
+    recur across documents: the texts, made of phrases of several documents, hold linkable
+    n-grams, pairs and triples, and masking a token of a phrase leaves pieces that are
+    common elsewhere (new candidates, the case the incremental path must get right).
+    """
+    rng = random.Random(seed)
+    phrases = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(8, 14))]
+
+    def text(low: int, high: int) -> str:
+        chosen = [rng.choice(phrases) for _ in range(rng.randint(low, high))]
+        return "".join(p + rng.choice([". ", ". ", ", ", " ", "\n\n"]) for p in chosen).strip()
+
+    corpus = [text(2, 6) for _ in range(rng.randint(6, 12))]
+    texts = [text(6, 16) for _ in range(2)] + [f"{rng.choice(corpus)}. {text(2, 6)}. {rng.choice(corpus)}"]
+    max_n = rng.choice([3, 4])
+    return corpus, build(tmp_path, corpus, max_n=max_n), texts, rng.randint(2, 4), rng.randint(1, 3), max_n
+
+
+def masked(text: str, ranges: list[tuple[int, int]], mask: str = MASK) -> str:
+    pieces, cursor = [], 0
+    for start, end in sorted(ranges):
+        pieces += [text[cursor:start], mask]
+        cursor = end
+    return "".join(pieces) + text[cursor:]
+
+
+def same_detection(incremental: Detection, full: Detection) -> None:
+    """Every part of the two detections that anything reads is equal."""
+    assert incremental.text == full.text
+    assert (incremental.protected, incremental.anonymity, incremental.combination_linkable) == (
+        full.protected, full.anonymity, full.combination_linkable
+    )
+    mine, theirs = incremental.analysis, full.analysis
+    for name in ("starts", "ends", "segment_start"):
+        assert np.array_equal(getattr(mine.tokens, name), getattr(theirs.tokens, name))
+    assert len(mine.levels) == len(theirs.levels)
+    for a, b in zip(mine.levels, theirs.levels):
+        for name in ("positions", "keys", "rows", "df"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), (a.n, name)
+    assert mine.minimal_columns() == theirs.minimal_columns()
+    for name, column in theirs.maximal_columns().items():
+        assert np.array_equal(mine.maximal_columns()[name], column)
+    if full.combinations is None:
+        assert incremental.combinations is None
+        return
+    ours, exact = incremental.combinations, full.combinations
+    assert ours is not None
+    assert ours.candidates == exact.candidates
+    assert np.array_equal(ours.keys, exact.keys)
+    off_diagonal = ~np.eye(len(exact.candidates), dtype=bool)  # a candidate's pair with itself is never read
+    assert np.array_equal(ours.pair_matrix[off_diagonal], exact.pair_matrix[off_diagonal])
+    assert ours.pair_count == exact.pair_count
+    for a, b in zip(ours.all_pairs(), exact.all_pairs()):
+        assert np.array_equal(a, b)
+    assert np.array_equal(ours.pairs, exact.pairs) and np.array_equal(ours.pair_support, exact.pair_support)
+    assert ours.triples_complete == exact.triples_complete
+    assert np.array_equal(ours.triples, exact.triples) and np.array_equal(ours.triple_support, exact.triple_support)
+    assert ours.flagged() == exact.flagged()
+    everyone = np.ones(len(exact.candidates), dtype=bool)
+    for a, b in zip(ours.triples_among(everyone), exact.triples_among(everyone, np.ones_like(everyone))):
+        assert np.array_equal(a, b)
+
+
+def same_covers(incremental: Detection, full: Detection) -> None:
+    for granularity in GRANULARITIES:
+        mine, theirs = incremental.cover(granularity), full.cover(granularity)
+        assert (mine.removed, mine.cost) == (theirs.removed, theirs.cost)
+        assert np.array_equal(mine.intervals, theirs.intervals)
+
+
+def random_token_ranges(rng: random.Random, detection: Detection) -> list[tuple[int, int]]:
+    """A few random runs of whole tokens, as character ranges."""
+    tokens = detection.analysis.tokens
+    count = len(tokens)
+    if not count:
+        return []
+    ranges = set()
+    for _ in range(rng.randint(1, 3)):
+        first = rng.randrange(count)
+        last = min(count - 1, first + rng.choice([0, 0, 1, 2]))
+        ranges.add((int(tokens.starts[first]), int(tokens.ends[last])))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_whole_token_masks(tmp_path: Path, seed: int) -> None:
+    """Any whole-token masks, several rounds: the incremental detection is the full one."""
+    rng = random.Random(seed)
+    _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
+    for text in texts:
+        detection = detect(index, text, k, arity, flagging=rng.choice(STRATEGIES))
+        for _ in range(3):
+            ranges = random_token_ranges(rng, detection)
+            if not ranges:
+                break
+            after = masked(detection.text, ranges)
+            incremental = detection.after_mask(ranges, after, granularity=None)
+            full = detect(index, after, k, arity, flagging=detection.flagging)
+            same_detection(incremental, full)
+            same_covers(incremental, full)
+            detection = incremental
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cover_masks_until_protected(tmp_path: Path, seed: int) -> None:
+    """The masks the loop applies (each strategy's cover, both cost models): every pass equals a full detection.
+
+    This is where the incremental path skips the triples of the candidates the cover kept.
+    """
+    rng = random.Random(seed)
+    _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
+    arity = max(arity, 2)  # combinations are what the cover's knowledge is about
+    strategy, granularity = STRATEGIES[seed % len(STRATEGIES)], rng.choice(GRANULARITIES)
+    for text in texts:
+        detection = detect(index, text, k, arity, flagging=strategy)
+        while not detection.protected:
+            ranges = mask_ranges(detection, granularity)
+            after = masked(detection.text, ranges)
+            incremental = detection.after_mask(ranges, after, granularity)
+            full = detect(index, after, k, arity, flagging=strategy)
+            same_detection(incremental, full)
+            same_covers(incremental, full)
+            detection = incremental
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_edits_the_incremental_path_cannot_take(tmp_path: Path, seed: int) -> None:
+    """A range that cuts a token, or a mask string that is read as tokens: detected from scratch, still equal."""
+    rng = random.Random(seed)
+    _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
+    for text in texts:
+        detection = detect(index, text, k, arity)
+        tokens = detection.analysis.tokens
+        long_tokens = [i for i in range(len(tokens)) if tokens.ends[i] - tokens.starts[i] >= 2]
+        if not long_tokens:
+            continue
+        i = rng.choice(long_tokens)
+        cut = [(int(tokens.starts[i]), int(tokens.ends[i]) - 1)]  # leaves the token's last character
+        whole = [(int(tokens.starts[i]), int(tokens.ends[i]))]
+        for ranges, mask in ((cut, MASK), (whole, "masked out")):
+            after = masked(text, ranges, mask)
+            same_detection(detection.after_mask(ranges, after, granularity=None), detect(index, after, k, arity))
+
+
+def loop(index: CorpusIndex, k: int, arity: int, strategy: str, granularity: str, incremental: bool) -> RewriteLoop:
+    return RewriteLoop(
+        name="test", detect=lambda t: detect(index, t, k, arity, flagging=strategy), task=make_rewrite_task(),
+        vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=MASK, granularity=granularity, stats=Counter(),
+        incremental=incremental,
+    )
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_incremental_and_full_loops_agree(tmp_path: Path, seed: int) -> None:
+    """The same masks, passes and output either way; every output protected by the oracle."""
+    rng = random.Random(seed)
+    corpus, index, texts, k, arity, max_n = random_setting(seed, tmp_path)
+    strategy, granularity = STRATEGIES[seed % len(STRATEGIES)], rng.choice(GRANULARITIES)
+    fast = loop(index, k, arity, strategy, granularity, incremental=True).run(texts)
+    slow = loop(index, k, arity, strategy, granularity, incremental=False).run(texts)
+    for mine, theirs in zip(fast, slow):
+        assert (mine.text, mine.passes, mine.edits) == (theirs.text, theirs.passes, theirs.edits)
+        assert mine.protected and mine.detection.text == mine.text
+        assert spec_oracle.assess(corpus, mine.text, k, max_n)["ngrams"] == []
+        if arity >= 2:
+            assert not spec_oracle.assess_combinations(corpus, mine.text, k, max_n, arity)["combination_linkable"]
