@@ -471,6 +471,7 @@ def test_root_configs_are_full_pipelines_with_their_variables(tiny: dict[str, Pa
     assert (rewriter.model.url.startswith("http://127.0.0.1:9/v1"), rewriter.model.name, rewriter.max_passes) == (True, "some-model", 2)
     for bad, message in (
         ({"components.delink_rewriter.k": 5}, "use --k instead"),
+        ({"components.delink_rewriter.index": "elsewhere"}, "use the INDEX argument instead"),
         ({"nosuch.key": 1}, "no [nosuch] section"),
         ({"llm.no_such_key": 1}, "has no 'no_such_key'"),
     ):

@@ -271,15 +271,20 @@ def test_bad_arguments_are_explained() -> None:
         anonymize(unknown, SMALL_HIERARCHIES, k=2)
 
 
-def test_cli_anonymize_table_then_measure(tmp_path: Path) -> None:
+def write_cli_inputs(tmp_path: Path, rows: list[dict]) -> tuple[Path, list[str]]:
+    """The table as a ';'-separated CSV and a ``-H COLUMN=PATH`` flag per QI hierarchy, as the CLI reads them."""
     data = tmp_path / "data.csv"
-    rows = random_table(5, 40)
     data.write_text("age;zip;sex;disease\n" + "".join(f"{r['age']};{r['zip']};{r['sex']};{r['disease']}\n" for r in rows))
     flags = []
     for name, hierarchy in SMALL_HIERARCHIES.items():
         path = tmp_path / f"h_{name}.csv"
         path.write_text("".join(";".join(labels) + "\n" for labels in hierarchy.paths.values()))
         flags += ["-H", f"{name}={path}"]
+    return data, flags
+
+
+def test_cli_anonymize_table_then_measure(tmp_path: Path) -> None:
+    data, flags = write_cli_inputs(tmp_path, random_table(5, 40))
     output = tmp_path / "released.csv"
     runner = CliRunner()
     result = runner.invoke(app, ["anonymize-table", str(data), *flags, "--k", "3", "-o", str(output)])
@@ -345,14 +350,7 @@ def test_hierarchical_t_closeness_finds_the_brute_force_optimum(seed: int, t: fl
 
 
 def test_cli_privacy_level_checks_the_release_and_reports_its_own_figures(tmp_path: Path) -> None:
-    rows = random_table(6, 40)
-    data = tmp_path / "data.csv"
-    data.write_text("age;zip;sex;disease\n" + "".join(f"{r['age']};{r['zip']};{r['sex']};{r['disease']}\n" for r in rows))
-    flags = []
-    for name, hierarchy in SMALL_HIERARCHIES.items():
-        path = tmp_path / f"h_{name}.csv"
-        path.write_text("".join(";".join(labels) + "\n" for labels in hierarchy.paths.values()))
-        flags += ["-H", f"{name}={path}"]
+    data, flags = write_cli_inputs(tmp_path, random_table(6, 40))
     tree = tmp_path / "h_disease.csv"
     tree.write_text("".join(";".join(labels) + "\n" for labels in DISEASES.paths.values()))
     released = tmp_path / "released.csv"

@@ -1,7 +1,7 @@
 """The ``delink_combinations`` component: SPEC §5 combinations and what to rephrase, on Docs."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -51,22 +51,19 @@ class CombinationDetector(IndexedComponent):
             key=lambda m: (result.candidates[m].start, result.candidates[m].end),
         )
         aligned = expanded_spans(doc, [(result.candidates[m].start, result.candidates[m].end) for m in members], COMBO_LABEL)
-        member_spans = {m: span for m, span in zip(members, aligned) if span is not None}
-        in_combinations: dict[int, list[int]] = {m: [] for m in member_spans}
-        combinations: list[dict[str, Any]] = []
+        member_spans = {m: span for m, span in zip(members, aligned) if span is not None}  # in text order
+        position = {member: i for i, member in enumerate(member_spans)}
+        in_combinations: list[list[int]] = [[] for _ in position]
         for number, combination in enumerate(reported):
             for member in combination.members:
-                if member in in_combinations:
-                    in_combinations[member].append(number)
-            combinations.append({"members": combination.members, "support": combination.support})
-        ordered = list(member_spans)
-        position = {member: i for i, member in enumerate(ordered)}
-        spans = [member_spans[m] for m in ordered]
-        set_span_values(doc, spans, "delink_support", [result.candidates[m].support for m in ordered])
-        set_span_values(doc, spans, "delink_combinations", [in_combinations[m] for m in ordered])
+                if member in position:
+                    in_combinations[position[member]].append(number)
+        spans = list(member_spans.values())
+        set_span_values(doc, spans, "delink_support", [result.candidates[m].support for m in member_spans])
+        set_span_values(doc, spans, "delink_combinations", in_combinations)
         doc.spans[COMBINATION_SPANS] = spans
         doc._.delink_combinations = [
-            {"members": [position[m] for m in c["members"] if m in position], "support": c["support"]} for c in combinations
+            {"members": [position[m] for m in c.members if m in position], "support": c.support} for c in reported
         ]
         doc._.delink_combination_linkable = result.combination_linkable
         rephrase = expanded_spans(doc, [(o.start, o.end) for o in detection.to_rephrase()], REPHRASE_LABEL)

@@ -110,18 +110,7 @@ def load_rewriter(
         if not names:
             raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
         overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
-        for key in config_overrides:
-            if key in overrides:
-                option = "--" + key.rsplit(".", 1)[1].replace("_", "-")
-                raise InputError(f"--set {key}: this command sets it; use {option} instead")
-            *sections, name = key.split(".")
-            node: Any = loaded
-            for depth, section in enumerate(sections):
-                node = node.get(section) if isinstance(node, dict) else None
-                if not isinstance(node, dict):
-                    raise InputError(f"--set {key}: {config} has no [{'.'.join(sections[: depth + 1])}] section")
-            if name not in node:
-                raise InputError(f"--set {key}: [{'.'.join(sections)}] of {config} has no {name!r}; check the spelling")
+        _check_overrides(config, loaded, config_overrides, set_by_command=overrides)
         overrides = {**config_overrides, **overrides}
         try:
             nlp = spacy.util.load_model_from_config(spacy.util.load_config(config, overrides=overrides), auto_fill=True)
@@ -132,6 +121,23 @@ def load_rewriter(
     assert isinstance(rewriter, DelinkRewriter)
     rewriter.initialize()
     return rewriter
+
+
+def _check_overrides(config: Path, loaded: dict[str, Any], overrides: dict[str, Any], set_by_command: dict[str, Any]) -> None:
+    """Refuse a ``--set`` key the config lacks (a typo would be added silently) or one the command sets itself."""
+    for key in overrides:
+        if key in set_by_command:
+            name = key.rsplit(".", 1)[1]
+            option = "the INDEX argument" if name == "index" else "--" + name.replace("_", "-")
+            raise InputError(f"--set {key}: this command sets it; use {option} instead")
+        *sections, name = key.split(".")
+        node: Any = loaded
+        for depth, section in enumerate(sections):
+            node = node.get(section) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                raise InputError(f"--set {key}: {config} has no [{'.'.join(sections[: depth + 1])}] section")
+        if name not in node:
+            raise InputError(f"--set {key}: [{'.'.join(sections)}] of {config} has no {name!r}; check the spelling")
 
 
 def parse_settings(settings: list[str]) -> dict[str, Any]:
