@@ -5,7 +5,7 @@ file), ``format`` (the on-disk layout and its manifest), ``builder`` (corpus →
 running the tasks of ``shards`` (partitions → shards, level by level; ``kernels`` and
 ``codec`` are their compiled inner loops and the Elias–Fano code; ``distributed`` runs
 them on Dask), ``commit`` (putting a build in place with its key and id mapping),
-``reader`` (lookups), ``forward`` and ``update`` (the forward store, ``delink index
+``levels`` and ``reader`` (lookups: a level's shards; the opened index), ``forward`` and ``update`` (the forward store, ``delink index
 --update`` and ``delink compact``). docs/index.md describes the format, what an index reveals and how
 keys are handled; docs/scale.md the sharded build, Dask and the figures.
 """

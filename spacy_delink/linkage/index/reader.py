@@ -34,7 +34,7 @@ from .format import (
 from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
-from .shards import DeltaLevel, Level, UpdatedLevel, coded_from_words
+from .levels import DeltaLevel, Level, UpdatedLevel, coded_from_words
 
 
 class LargeKWarning(UserWarning):

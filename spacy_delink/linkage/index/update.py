@@ -23,7 +23,7 @@ documents; any other gets its documents in R ∪ Δ, which are all its documents
 - a position is extended to level n + 1 exactly when a fresh build of U would extend it.
 
 The delta lives in ``delta-<d>/`` inside the index (``format.py``), and queries read
-V and its deltas as one index (``shards.UpdatedLevel``): the same df, documents, linkable
+V and its deltas as one index (``levels.UpdatedLevel``): the same df, documents, linkable
 n-grams, combinations and anonymity as a fresh build of U (``tests/test_index_update.py``
 checks this on random corpora). The cost of an update is its new documents plus the windows of R.
 

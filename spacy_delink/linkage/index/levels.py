@@ -1,0 +1,172 @@
+"""Reading a level of the index: its shards (and deltas) answering lookups and posting lists.
+
+The build (``shards.py``) writes one Elias–Fano coded file per shard and level; here those
+files, mapped, answer ``lookup`` (row and df of each key) and ``documents`` (one row's
+posting list), routing every key to the one shard that can hold it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import codec
+from .format import LAYOUT_FIELDS
+
+
+def shard_of(keys: np.ndarray, shard_bits: int) -> np.ndarray:
+    """The shard of each key: its top ``shard_bits`` bits."""
+    if shard_bits == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
+
+
+class Level:
+    """The stored n-grams of one length, across shards: ``lookup`` and ``documents``.
+
+    A key is routed by its top ``shard_bits`` bits to the one shard that can hold it, so a
+    lookup costs one Elias–Fano search per key whatever the number of shards. Rows are
+    numbered shard after shard (``row_base``); a row's posting list is decoded only when
+    ``documents`` asks for it.
+    """
+
+    def __init__(self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], shard_bits: int, documents: int) -> None:
+        if len(keys) != 1 << shard_bits or len(postings) != len(keys):
+            raise ValueError(f"{len(keys)} key and {len(postings)} posting shards for {1 << shard_bits} shards")
+        self._keys = keys
+        self._postings = postings
+        self.shard_bits = shard_bits
+        self.width = max(1, documents)
+        self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
+        self._low_mask = np.uint64((1 << (64 - shard_bits)) - 1) if shard_bits else np.uint64(0xFFFFFFFFFFFFFFFF)
+
+    def __len__(self) -> int:
+        return int(self.row_base[-1])
+
+    def _lookup_shard(self, shard: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ranks = self._keys[shard].find(keys & self._low_mask)
+        starts, stops = self._postings[shard].row_bounds(ranks, self.width)
+        df = stops - starts
+        rows = np.where(ranks >= 0, ranks + self.row_base[shard], -1)
+        return rows, df
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        if self.shard_bits == 0:
+            return self._lookup_shard(0, keys)
+        rows = np.full(len(keys), -1, dtype=np.int64)
+        df = np.zeros(len(keys), dtype=np.int64)
+        owner = shard_of(keys, self.shard_bits)
+        for shard in np.unique(owner).tolist():
+            chosen = owner == shard
+            rows[chosen], df[chosen] = self._lookup_shard(shard, keys[chosen])
+        return rows, df
+
+    def documents(self, row: int) -> np.ndarray:
+        """Document numbers of one row's posting list (sorted)."""
+        row = int(row)
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
+        shard = int(np.searchsorted(self.row_base, row, side="right")) - 1
+        return row_documents(self._postings[shard], row - int(self.row_base[shard]), self.width)
+
+    def keys_by_row(self) -> np.ndarray:
+        """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
+        parts = [
+            coded.decode_all() + (np.uint64(shard << (64 - self.shard_bits)) if self.shard_bits else np.uint64(0))
+            for shard, coded in enumerate(self._keys)
+        ]
+        return np.concatenate(parts)
+
+
+def row_documents(postings: codec.EliasFano, row: int, width: int) -> np.ndarray:
+    """The documents of one row of a ``row * width + document`` sequence (sorted)."""
+    starts, stops = postings.row_bounds(np.array([row], dtype=np.int64), width)
+    low = row * width
+    return (postings.decode_from(low, int(stops[0] - starts[0])) - np.uint64(low)).astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class DeltaLevel:
+    """One delta's part of a level (``update.py``).
+
+    ``keys``/``postings``: the n-grams the delta stores first, rows ``row_base`` on, coded as
+    a base level's (one shard); ``additions``: the delta's documents of n-grams stored
+    before it, as ``row * width + document`` over those earlier rows. ``width`` is the
+    number of documents once the delta is added.
+    """
+
+    keys: codec.EliasFano
+    postings: codec.EliasFano
+    additions: codec.EliasFano
+    row_base: int
+    width: int
+
+    @property
+    def stop(self) -> int:
+        return self.row_base + len(self.keys)
+
+
+class UpdatedLevel:
+    """A base level and its deltas, answering as one level of a fresh build of the union.
+
+    A key has one row, in the segment that stored it first (the base, or the delta that
+    introduced it); its df and documents are that segment's plus every later delta's
+    additions to the row. Documents are numbered base first, then delta by delta, so the
+    concatenated posting list stays sorted. A lookup costs one search per segment.
+    """
+
+    def __init__(self, base: Level, deltas: list[DeltaLevel]) -> None:
+        self.base = base
+        self.deltas = deltas
+
+    def __len__(self) -> int:
+        return self.deltas[-1].stop if self.deltas else len(self.base)
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        rows, df = self.base.lookup(keys)
+        for delta in self.deltas:
+            known = np.flatnonzero(rows >= 0)
+            if len(known) and len(delta.additions):
+                starts, stops = delta.additions.row_bounds(rows[known], delta.width)
+                df[known] += stops - starts
+            missing = np.flatnonzero(rows < 0)
+            if len(missing) and len(delta.keys):
+                ranks = delta.keys.find(keys[missing])
+                found = ranks >= 0
+                starts, stops = delta.postings.row_bounds(ranks, delta.width)
+                rows[missing[found]] = ranks[found] + delta.row_base
+                df[missing[found]] = (stops - starts)[found]
+        return rows, df
+
+    def documents(self, row: int) -> np.ndarray:
+        """Document numbers of one row's posting list (sorted), across the segments."""
+        row = int(row)
+        if not 0 <= row < len(self):
+            raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
+        if row < len(self.base):
+            parts, later = [self.base.documents(row)], self.deltas
+        else:
+            owner = next(i for i, delta in enumerate(self.deltas) if row < delta.stop)
+            delta = self.deltas[owner]
+            parts, later = [row_documents(delta.postings, row - delta.row_base, delta.width)], self.deltas[owner + 1 :]
+        parts += [row_documents(delta.additions, row, delta.width) for delta in later]
+        return np.concatenate(parts)
+
+    def keys_by_row(self) -> np.ndarray:
+        """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
+        return np.concatenate([self.base.keys_by_row(), *(delta.keys.decode_all() for delta in self.deltas)])
+
+
+def coded_from_words(words: np.ndarray, spec: dict[str, Any], parts: Sequence[str]) -> list[codec.EliasFano]:
+    """The coded sequences of one level file (``parts``, in file order), from its words and manifest entry."""
+    layouts = [codec.Layout(**{f: spec[part][f] for f in LAYOUT_FIELDS}) for part in parts]
+    needed = sum(layout.words for layout in layouts)
+    if needed != len(words):
+        raise ValueError(f"{len(words)} words, the layouts need {needed}")
+    bounds = np.cumsum([0, *(layout.words for layout in layouts)]).tolist()
+    return [codec.EliasFano(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
