@@ -1,8 +1,11 @@
 """Streaming readers for the collections the index is built from and the documents assessed.
 
 Sources: JSONL / JSONL.gz (configurable text and id fields), a folder of ``.txt`` files,
-or a spaCy ``DocBin`` (``.spacy``). Every reader yields ``(doc_id, text)`` one document at a
-time, so a corpus is never held in memory whole.
+or a spaCy ``DocBin`` (``.spacy``), each a local path or a URL fsspec opens (``urls.is_url``:
+``s3://``, ``gs://``, ``https://``, ``file://``, ``memory://``, chains; not an http(s)
+folder, which cannot be listed). The reader is chosen by the name either way, so a URL
+reads as the same bytes at a path would. Every reader yields ``(doc_id, text)`` one
+document at a time, so a corpus is never held in memory whole.
 
 The id rule, shared by every command that reads documents (docs/index.md): each document
 carries its own id, a non-empty string or an integer (JSONL: the id field; a ``.txt`` file:
@@ -12,12 +15,19 @@ the file moves or lines are added, so outputs and resumed runs would no longer m
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 
 from .errors import InputError
 from .io import JsonlStats, read_jsonl
+from .urls import WEB_PROTOCOLS, display_name, innermost_filesystem, is_url, read_bytes, redact_url, url_errors, url_name, url_protocols
+
+#: Names read as JSONL (gzipped when they end in .gz).
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
+#: Characters that make a URL's path a glob pattern (``?`` only outside http(s), where it starts the query).
+_GLOB = frozenset("*?[")
 
 MAX_DOCUMENT_CHARS = 50_000_000
 #: A document id as given by the user (JSON string or integer).
@@ -87,7 +97,7 @@ def _check_text(text: object, where: str, text_field: str) -> str:
 
 
 def read_jsonl_documents(
-    path: Path,
+    path: str | Path,
     text_field: str = "text",
     id_field: str = "id",
     skip_invalid: bool = False,
@@ -100,9 +110,10 @@ def read_jsonl_documents(
     """
     stats = stats if stats is not None else CorpusStats()
     line_stats = JsonlStats()
+    name = display_name(path)
     try:
         for record in read_jsonl(path, skip_invalid=skip_invalid, stats=line_stats):
-            where = f"{path}:{line_stats.lines}"
+            where = f"{name}:{line_stats.lines}"
             try:
                 doc_id = check_doc_id(record.get(id_field), where, id_field)
                 text = _check_text(record.get(text_field), where, text_field)
@@ -113,7 +124,16 @@ def read_jsonl_documents(
                 continue
             yield doc_id, text
     finally:
-        stats.skipped_lines.extend(f"{path}:{n}" for n in line_stats.skipped)
+        stats.skipped_lines.extend(f"{name}:{n}" for n in line_stats.skipped)
+
+
+def _text_document(data: bytes, relative: str, where: str) -> tuple[DocId, str]:
+    """A folder's ``.txt`` file as a document: id = its path in the folder; newlines read as ``Path.read_text`` does."""
+    try:
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+    except UnicodeDecodeError as err:
+        raise InputError(f"{where}: not valid UTF-8 ({err.reason} at byte {err.start}); re-encode it") from None
+    return check_doc_id(relative, where), _check_text(text, where, "text")
 
 
 def read_text_folder(path: Path) -> Iterator[tuple[DocId, str]]:
@@ -122,25 +142,50 @@ def read_text_folder(path: Path) -> Iterator[tuple[DocId, str]]:
     if not files:
         raise InputError(f"{path}: folder has no .txt files")
     for file in files:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"{file}: not valid UTF-8 ({err.reason} at byte {err.start}); re-encode it") from None
-        yield check_doc_id(str(file.relative_to(path)), str(file)), _check_text(text, str(file), "text")
+        yield _text_document(file.read_bytes(), str(file.relative_to(path)), str(file))
 
 
-def read_docbin(path: Path) -> Iterator[tuple[DocId, str]]:
-    """Texts of a spaCy DocBin, each with its id from ``doc.user_data['id']``."""
+def read_url_text_folder(url: str) -> Iterator[tuple[DocId, str]]:
+    """``read_text_folder`` for a folder URL: the same ids (path in the folder, ``/``-separated), the same order."""
+    shown = redact_url(url)
+    if url_protocols(url)[-1] in WEB_PROTOCOLS:
+        raise InputError(
+            f"{shown}: not a .jsonl, .jsonl.gz or .spacy file, and an http(s) URL cannot be listed as a folder; "
+            "give the URL of each file"
+        )
+    prefix, fs, root = innermost_filesystem(url)
+    root = root.rstrip("/")
+    with url_errors(url):
+        if not fs.isdir(root):
+            if fs.exists(root):
+                raise InputError(f"{shown}: unsupported corpus format; use .jsonl, .jsonl.gz, .spacy or a folder of .txt")
+            raise InputError(f"{shown}: not found; check the URL")
+        found = fs.find(root)
+    # sorted by path components, as local folders are (a Path sorts by its parts)
+    files = sorted(((path[len(root) + 1 :], path) for path in found if path.endswith(".txt")), key=lambda f: f[0].split("/"))
+    if not files:
+        raise InputError(f"{shown}: folder has no .txt files")
+    for relative, path in files:
+        file_url = prefix + fs.unstrip_protocol(path)
+        with url_errors(file_url):
+            data = fs.cat_file(path)
+        yield _text_document(data, relative, redact_url(file_url))
+
+
+def read_docbin(path: str | Path) -> Iterator[tuple[DocId, str]]:
+    """Texts of a spaCy DocBin (a path or a URL), each with its id from ``doc.user_data['id']``."""
     import spacy
     from spacy.tokens import DocBin
 
+    name = display_name(path)
+    data = read_bytes(path)
     try:
-        doc_bin = DocBin().from_disk(path)
+        doc_bin = DocBin().from_bytes(data)
     except Exception as err:  # DocBin raises several unrelated types on bad bytes
-        raise InputError(f"{path}: not a readable spaCy DocBin ({err})") from None
+        raise InputError(f"{name}: not a readable spaCy DocBin ({err})") from None
     vocab = spacy.blank("xx").vocab
     for n, doc in enumerate(doc_bin.get_docs(vocab), start=1):
-        where = f"{path} doc {n}"
+        where = f"{name} doc {n}"
         doc_id = check_doc_id(doc.user_data.get("id"), where, "user_data['id']")
         yield doc_id, _check_text(doc.text, where, "text")
 
@@ -152,21 +197,59 @@ def read_documents(
     skip_invalid: bool = False,
     stats: CorpusStats | None = None,
 ) -> Iterator[tuple[DocId, str]]:
-    """Stream ``(id, text)`` from every source in order, choosing the reader by path."""
+    """Stream ``(id, text)`` from every source (a path or a URL) in order, choosing the reader by name."""
     stats = stats if stats is not None else CorpusStats()
     for source in sources:
-        path = Path(source)
-        if not path.exists():
-            raise InputError(f"{path}: no such file or folder")
-        if path.is_dir():
-            documents = read_text_folder(path)
-        elif path.suffix == ".spacy":
-            documents = read_docbin(path)
-        elif path.name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
-            documents = read_jsonl_documents(path, text_field, id_field, skip_invalid, stats)
-        else:
-            raise InputError(f"{path}: unsupported corpus format; use .jsonl, .jsonl.gz, .spacy or a folder of .txt")
+        documents = (
+            _url_documents(source, text_field, id_field, skip_invalid, stats)
+            if is_url(source)
+            else _path_documents(Path(source), text_field, id_field, skip_invalid, stats)
+        )
         for doc_id, text in documents:
             stats.documents += 1
             stats.empty += not text.strip()
             yield doc_id, text
+
+
+def _path_documents(
+    path: Path, text_field: str, id_field: str, skip_invalid: bool, stats: CorpusStats
+) -> Iterator[tuple[DocId, str]]:
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return read_text_folder(path)
+    if path.suffix == ".spacy":
+        return read_docbin(path)
+    if path.name.endswith(JSONL_SUFFIXES):
+        return read_jsonl_documents(path, text_field, id_field, skip_invalid, stats)
+    raise InputError(f"{path}: unsupported corpus format; use .jsonl, .jsonl.gz, .spacy or a folder of .txt")
+
+
+def _url_documents(
+    url: str, text_field: str, id_field: str, skip_invalid: bool, stats: CorpusStats
+) -> Iterator[tuple[DocId, str]]:
+    name = url_name(url)
+    if name.endswith(".spacy"):
+        return read_docbin(url)
+    if name.endswith(JSONL_SUFFIXES):
+        return read_jsonl_documents(url, text_field, id_field, skip_invalid, stats)
+    return read_url_text_folder(url)
+
+
+def resolve_sources(sources: Iterable[str]) -> list[str]:
+    """Corpus arguments as every reader (and Dask worker) can open them: local paths made absolute,
+    URL globs expanded (in name order; not for http(s), where ``?`` starts the query)."""
+    resolved: list[str] = []
+    for source in sources:
+        if not is_url(source):
+            resolved.append(str(Path(source).resolve()))
+        elif url_protocols(source)[-1] in WEB_PROTOCOLS or not _GLOB & set(source.rpartition("::")[2]):
+            resolved.append(source)
+        else:
+            prefix, fs, pattern = innermost_filesystem(source)
+            with url_errors(source):
+                matches = sorted(fs.glob(pattern))
+            if not matches:
+                raise InputError(f"{redact_url(source)}: no file matches this pattern; check the URL")
+            resolved += [prefix + fs.unstrip_protocol(match) for match in matches]
+    return resolved

@@ -1,4 +1,7 @@
-"""Loss-free file I/O shared by every command: atomic writes, output checks, locks, JSONL reading."""
+"""Loss-free file I/O shared by every command: atomic writes, output checks, locks, JSONL reading.
+
+Inputs may also be URLs (``urls.py``): the readers below take either.
+"""
 from __future__ import annotations
 
 import fcntl
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from .errors import InputError
+from .urls import display_name, is_url, local_path, open_url
 
 #: A JSON ``\\uXXXX`` escape of a UTF-16 surrogate: the only way a JSON line can hold one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -172,14 +176,20 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 
 def refuse_same_file(inputs: Iterable[str | Path], output: str | Path, option: str = "--output") -> None:
-    """Refuse an output that is one of the inputs: writing it would destroy what is being read."""
+    """Refuse an output that is one of the inputs: writing it would destroy what is being read.
+
+    An input URL counts where it names a local file (``file://``); other URLs cannot be the output.
+    """
     for source in inputs:
-        if same_file(source, output):
-            raise InputError(f"{option} {output} is the input {source}; write the output to another path")
+        path = local_path(source)
+        if path is not None and same_file(path, output):
+            raise InputError(f"{option} {output} is the input {display_name(source)}; write the output to another path")
 
 
 def open_binary(path: str | Path) -> IO[bytes]:
-    """Open a plain or gzip-compressed file for reading bytes (lines decode one by one)."""
+    """Open a plain or gzip-compressed file (by its name, ``.gz``), or URL, for reading bytes."""
+    if is_url(path):
+        return open_url(path)
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
@@ -220,22 +230,22 @@ def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
 def read_jsonl(
     path: str | Path, skip_invalid: bool = False, stats: JsonlStats | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Stream JSON objects from a (gzipped) JSONL file, naming file and line on any error.
+    """Stream JSON objects from a (gzipped) JSONL file or URL, naming file and line on any error.
 
     Blank lines are ignored and a UTF-8 byte-order mark at the start of the file is
     dropped. With ``skip_invalid`` a malformed line is counted in ``stats.skipped``
     instead of stopping the run.
     """
     stats = stats if stats is not None else JsonlStats()
-    path = Path(path)
-    with open_binary(path) as handle:
+    where = display_name(path)
+    with open_binary(path if is_url(path) else Path(path)) as handle:
         for line_no, raw in enumerate(handle, start=1):
             stats.lines = line_no
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
                 raise InputError(
-                    f"{path}:{line_no}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
+                    f"{where}:{line_no}: not valid UTF-8 ({err.reason} at byte {err.start} of the line); "
                     "re-encode the file as UTF-8"
                 ) from None
             if line_no == 1 and line.startswith(_BOM):
@@ -249,7 +259,7 @@ def read_jsonl(
                     stats.skipped.append(line_no)
                     continue
                 raise InputError(
-                    f"{path}:{line_no}: invalid JSON line ({err}); fix it or pass --skip-invalid"
+                    f"{where}:{line_no}: invalid JSON line ({err}); fix it or pass --skip-invalid"
                 ) from None
             stats.records += 1
             yield record

@@ -1,6 +1,7 @@
 """SPEC §5–6: combinations against the enumerating oracle, by hand, and bad input."""
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,7 @@ def test_index_without_posting_lists_is_refused(tmp_path: Path) -> None:
     from spacy_delink.errors import IndexFormatError
 
     build(tmp_path, CORPUS)
-    [level_one] = (tmp_path / "index").glob("*level-1.*")
+    [level_one] = (tmp_path / "index").glob("*level-1.ef")  # the posting lists (Elias–Fano)
     level_one.unlink()
     with pytest.raises(IndexFormatError, match="level-1"):
         CorpusIndex(tmp_path / "index")
@@ -182,7 +183,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "corpus.jsonl"
 ISSUE_TEXT = "The applicant restored an old watermill near the river Sava."
 
 #: Block sizes small enough that tiny corpora cross every block boundary of the blockwise paths.
-SMALL_BLOCKS = {"_PRODUCT_BLOCK_ROWS": 2, "_PRODUCT_BLOCK_BYTES": 1, "_SCAN_BLOCK_ROWS": 1, "_SCAN_SLACK": 0}
+#: Smallest block sizes; a narrow limit of 0 sends every triple through the bounded, wide path of the scan.
+SMALL_BLOCKS = {"_SCAN_BLOCK_ROWS": 1, "_SCAN_SLACK": 0, "_NARROW_DOCUMENTS": 0}
 CAPS = (1, 3, DEFAULT_MAX_COMBINATIONS, None)
 PIECES = ["sava", "farm", "old mill", "river", "1994", "the farm", "mill river", "near the river"]
 
@@ -255,3 +257,28 @@ def test_two_candidates_at_arity_3_do_not_crash(tmp_path: Path) -> None:
     nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 2, "arity": 3})
     doc = nlp(ISSUE_TEXT)
     assert doc._.delink_combination_linkable is False and doc._.delink_combinations == []
+
+
+@pytest.mark.parametrize("narrow_limit", [64, 0])
+def test_candidates_in_more_documents_than_a_word_holds_match_the_oracle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, narrow_limit: int
+) -> None:
+    """150 documents: packed rows span three words, and many rarest members hold more than 64
+    documents, so the triple scan takes its wide path beside the narrow one (all of it with a limit of 0)."""
+    monkeypatch.setattr(combinations, "_NARROW_DOCUMENTS", narrow_limit)
+    rng = random.Random(12)
+    corpus = [". ".join(rng.sample(PIECES, rng.randint(2, 7))) for _ in range(150)]
+    text = ". ".join(PIECES)
+    index = build(tmp_path, corpus, max_n=3)
+    for k in (2, 15, 40, 90):
+        analysis = analyze(index, text, k)
+        for arity in (2, 3):
+            expected = spec_oracle.assess_combinations(corpus, text, k, 3, arity)
+            where = f"k={k} arity={arity}"
+            full = analyze_combinations(index, analysis, arity)
+            assert (full.anonymity, full.combination_linkable) == (expected["anonymity"], expected["combination_linkable"]), where
+            assert _report(full, None) == expected["report"], where
+            capped = analyze_combinations(index, analysis, arity, max_combinations=0)  # flags search the triples themselves
+            assert (capped.anonymity, capped.combination_linkable) == (expected["anonymity"], expected["combination_linkable"]), where
+            assert {(capped.candidates[i].start, capped.candidates[i].end) for i in capped.flagged()} == expected["flagged"], where
+    assert max(len(p) for p in full.postings) > 64

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import spacy
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 import spec_oracle
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.attack import Detection, detect
+from spacy_delink.linkage import cover
 from spacy_delink.linkage.cover import STRATEGIES, check_strategy
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
@@ -184,3 +186,29 @@ def test_covers_hit_every_minimal_triple_on_tab(tmp_path: Path) -> None:
             full = analyze_combinations(index, analyze(index, text, 5), 3, max_combinations=None)
             assert all(set(members) & removed for members in full.triples.tolist()), strategy
             assert all(set(members) & removed for members in full.pairs.tolist()), strategy
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_leaving_out_the_edges_of_fixed_keys_changes_no_choice(seed: int) -> None:
+    """``_Hypergraph`` drops the edges a fixed (free) key hits: greedy, local ratio and the
+    improvement step then choose exactly what they choose on every edge."""
+    rng = np.random.default_rng(seed)
+    keys = int(rng.integers(3, 30))
+    pairs = np.sort(rng.choice(keys, size=(int(rng.integers(1, 120)), 2)), axis=1)
+    pairs = np.unique(pairs[pairs[:, 0] != pairs[:, 1]], axis=0)
+    triples = np.sort(rng.choice(keys, size=(int(rng.integers(0, 60)), 3)), axis=1)
+    triples = np.unique(triples[(triples[:, 0] != triples[:, 1]) & (triples[:, 1] != triples[:, 2])], axis=0)
+    weight = rng.integers(0, 5, size=keys).astype(np.int64)
+    fixed = weight == 0
+    members = np.full((len(pairs) + len(triples), 3), -1, dtype=np.int64)
+    members[: len(pairs), :2] = pairs
+    members[len(pairs) :] = triples
+    every = cover._incidence(members, keys)
+    graph = cover._Hypergraph([pairs, triples], weight, fixed)
+    assert len(graph.members) == int((~fixed[np.where(members >= 0, members, 0)] | (members < 0)).all(axis=1).sum())
+    weights = weight.astype(np.float64)
+    for start in (cover._greedy(members, weights, fixed.copy(), *every), cover._local_ratio(members, weights, fixed.copy())):
+        expected = cover._improve(members, weights, start.copy(), fixed, *every, cover._IMPROVEMENT_ROUNDS)
+        assert np.array_equal(graph.improve(start), expected)
+    assert np.array_equal(graph.greedy(fixed), cover._greedy(members, weights, fixed.copy(), *every))
+    assert np.array_equal(graph.local_ratio(fixed), cover._local_ratio(members, weights, fixed.copy()))

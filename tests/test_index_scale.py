@@ -94,11 +94,12 @@ def test_group_counts_distinct_documents_per_key(pairs: list[tuple[int, int]], s
     assert pair_df.tolist() == [per_key[key] for key in raw_keys.tolist()]
 
 
-def test_group_splits_large_inputs_into_buckets() -> None:
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_group_splits_large_inputs_into_buckets(threads: int) -> None:
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 5_000, 300_000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     docs = np.sort(rng.integers(0, 1_000, len(keys))).astype(np.uint32)
-    unique, df, postings, pair_df = kernels.group(keys, docs)
+    unique, df, postings, pair_df = kernels.group(keys, docs, threads=threads)
     order = np.lexsort((docs, keys))
     pairs = np.unique(np.stack([keys[order], docs[order].astype(np.uint64)]), axis=1)
     assert unique.tolist() == np.unique(keys).tolist()
@@ -146,6 +147,43 @@ def test_vocabulary_grows_and_clears_at_its_limit() -> None:
     assert len(new_second) == 0 and second.tolist() == first.tolist()
     third, new_third = small.assign(tokens.codes, tokens.starts, tokens.ends)  # over the limit: cleared
     assert len(new_third) == len(words) and len(set(third.tolist())) == len(words)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(1, 2), st.booleans(), st.integers(0, 4)), max_size=60), st.integers(2, 4))
+def test_extend_level_keeps_the_positions_the_reduction_keeps(steps: list[tuple[int, bool, int]], level: int) -> None:
+    """A position survives when it and the next stored position are adjacent, both frequent, and its segment has room."""
+    previous = np.cumsum([step for step, _, _ in steps]).astype(np.uint32)
+    frequent = np.array([flag for _, flag, _ in steps], dtype=bool)
+    size = int(previous[-1]) + level + 1 if steps else level
+    rng = np.random.default_rng(len(steps))
+    remaining = rng.integers(0, 6, size).astype(np.uint8)
+    for position, (_, _, room) in zip(previous.tolist(), steps):
+        remaining[position] = room
+    tok = rng.integers(0, 2**63, size, dtype=np.uint64)
+    previous_keys = rng.integers(0, 2**63, len(previous), dtype=np.uint64)
+    positions, keys = shards.extend_level(previous, previous_keys, frequent, remaining, tok, level)
+    kept = [
+        i for i in range(len(previous) - 1)
+        if frequent[i] and frequent[i + 1] and previous[i + 1] == previous[i] + 1 and remaining[previous[i]] >= level
+    ]
+    assert positions.tolist() == previous[kept].tolist()
+    assert keys.tolist() == kernels.extend(previous_keys[kept], tok[previous[kept].astype(np.int64) + level - 1]).tolist()
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.text(max_size=20))
+def test_token_digest_is_keyed_blake2b_of_the_search_form(form: str) -> None:
+    """The digest every index and query shares (hashing.py): BLAKE2b-64 keyed with the secret, little-endian."""
+    import hashlib
+
+    from spacy_delink.linkage.index.hashing import TokenHasher
+    from spacy_delink.linkage.tokenize import Tokenizer
+
+    secret = bytes(range(32))
+    hasher = TokenHasher(Tokenizer(), secret)
+    expected = hashlib.blake2b(form.encode("utf-8", "surrogatepass"), digest_size=8, key=secret).digest()
+    assert hasher.digest(form) == hasher.digest(form) == int.from_bytes(expected, "little")
 
 
 def test_extend_is_the_documented_mixing_step() -> None:

@@ -107,5 +107,5 @@ def test_vectorized_alignment_equals_char_span_expand() -> None:
             (s.start, s.end, s.label_) if s is not None else None for s in expected
         ], (text, ranges)
         spans = [s for s in got if s is not None]
-        set_span_values(doc, spans, "delink_support", [(s.start, s.end) for s in spans])
+        set_span_values(doc, "delink_support", [s.start_char for s in spans], [s.end_char for s in spans], [(s.start, s.end) for s in spans])
         assert [s._.delink_support for s in spans] == [(s.start, s.end) for s in spans]

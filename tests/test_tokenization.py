@@ -33,6 +33,16 @@ def test_combining_marks_are_word_characters() -> None:
     assert Tokenizer().tokenize(text).raw == ["cafe\u0301", "au", "lait"]
 
 
+def test_lone_surrogates_are_gap_characters() -> None:
+    """A text with unpaired surrogates (valid Python, invalid UTF-8) tokenizes as the SPEC reads it."""
+    text = "ab\ud800cd ef \udfff"
+    tokens = Tokenizer().tokenize(text)
+    expected, breaks = spec_oracle.tokenize(text)
+    assert tokens.raw == ["ab", "cd", "ef"]
+    assert [(t.start, t.end) for t in expected] == list(zip(tokens.starts.tolist(), tokens.ends.tolist()))
+    assert tokens.codes[2] == 0xD800 and breaks[: len(expected)] == tokens.segment_start.tolist()
+
+
 def test_search_form_is_nfkc_casefold() -> None:
     tokenizer = Tokenizer()
     assert tokenizer.search_form("STRASSE") == "strasse"
@@ -120,6 +130,8 @@ def test_tokenizer_matches_the_naive_reading(text: str) -> None:
     expected, breaks = spec_oracle.tokenize(text)
     assert [(t.start, t.end) for t in expected] == list(zip(tokens.starts.tolist(), tokens.ends.tolist()))
     assert breaks[: len(expected)] == tokens.segment_start.tolist()
+    room = [next((j for j in range(i + 1, len(expected)) if breaks[j]), len(expected)) - i for i in range(len(expected))]
+    assert tokens.remaining.tolist() == room
     tokenizer = Tokenizer()
     assert [tokenizer.search_form(r) for r in tokens.raw] == [t.form for t in expected]
 

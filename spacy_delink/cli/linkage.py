@@ -10,7 +10,7 @@ from .app import app
 
 STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
-SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared (docs/scale.md)."
+SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 
 
 def _report_skipped(lines: list[str]) -> None:
@@ -20,8 +20,10 @@ def _report_skipped(lines: list[str]) -> None:
 
 @app.command("index")
 def index_command(
-    corpus: list[Path] = typer.Argument(
-        ..., metavar="CORPUS", help="JSONL/JSONL.gz files, folders of .txt files, or .spacy DocBins (ids: docs/index.md)."
+    corpus: list[str] = typer.Argument(
+        ..., metavar="CORPUS",
+        help="JSONL/JSONL.gz files, folders of .txt files, or .spacy DocBins (ids: docs/index.md): paths, or URLs fsspec opens "
+        "(s3://, gs://, https://, file://, chains; globs expanded outside http) (docs/scale.md).",
     ),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Index directory to create (required unless --update)."),
     update: Optional[Path] = typer.Option(
@@ -55,11 +57,14 @@ def index_command(
     work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Scratch space of the build [default: beside --output]; with --scheduler, shared storage every worker sees."),
 ) -> None:
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
+    from ..corpus import resolve_sources
     from ..errors import InputError
     from ..io import refuse_same_file
+    from ..urls import is_url
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.tokenize import LinkageRules
 
+    sources = resolve_sources(corpus)
     if update is not None:
         given = [name for name, value in (
             ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
@@ -67,21 +72,23 @@ def index_command(
         ) if value]
         if given:
             raise InputError(f"--update adds to an existing index and takes no {', '.join(given)}; drop it or build without --update")
-        _update(update, corpus, text_field, id_field, skip_invalid, key_file, ids_file, memory_mb, strict_key_permissions)
+        _update(update, sources, text_field, id_field, skip_invalid, key_file, ids_file, memory_mb, strict_key_permissions)
         return
     if output is None:
         raise InputError("give --output DIR (the index to build) or --update INDEX (the index to add to)")
-    refuse_same_file(corpus, output, "--output")
-    refuse_same_file(corpus, resolve_key_path(output, key_file), "--key-file")
+    refuse_same_file(sources, output, "--output")
+    refuse_same_file(sources, resolve_key_path(output, key_file), "--key-file")
     if ids_file is not None:
-        refuse_same_file(corpus, ids_file, "--ids-file")
+        refuse_same_file(sources, ids_file, "--ids-file")
     if embeddings:
         from ..errors import DelinkError
         from ..semantic import embeddings_unavailable
 
         if embeddings_unavailable():
             raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
-    documents = CorpusFiles(tuple(str(path.resolve()) for path in corpus), text_field, id_field, skip_invalid)
+        if any(is_url(source) for source in sources):
+            raise InputError("--embeddings reads the corpus from local paths only; copy it here, or build the embeddings from local files")
+    documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid)
     builder = IndexBuilder(
         LinkageRules(max_n=max_n),
         memory_mb=memory_mb,
@@ -113,12 +120,12 @@ def index_command(
     if embeddings:
         from ..semantic.index import embed_corpus
 
-        built = embed_corpus(output, corpus, key_file, text_field, id_field, skip_invalid)
+        built = embed_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid)
         typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
 
 
 def _update(
-    index: Path, corpus: list[Path], text_field: str, id_field: str, skip_invalid: bool, key_file: Optional[Path],
+    index: Path, corpus: list[str], text_field: str, id_field: str, skip_invalid: bool, key_file: Optional[Path],
     ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool,
 ) -> None:
     """`delink index --update`: the new documents as a delta of ``index``."""

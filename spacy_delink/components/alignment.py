@@ -9,6 +9,8 @@ itself), and span attribute values are written where spaCy keeps them, in one pa
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,33 +19,63 @@ from spacy.tokens import Doc, Span
 from .extensions import EXTENSION_MARK
 
 
-def expanded_spans(doc: Doc, offsets: Sequence[tuple[int, int]], label: str) -> list[Span | None]:
-    """For each ``(start, end)`` character range, the smallest span of whole tokens that
-    covers every token it overlaps (``alignment_mode="expand"``), or None if it overlaps none
-    (where ``char_span`` would give an empty span: the range lies in a token's trailing space)."""
-    if not offsets:
-        return []
-    if len(doc) == 0:
-        return [None] * len(offsets)
+@dataclass
+class Alignment:
+    """The ranges that overlap a token (``kept``, indices into the input) and their spans:
+    token bounds ``[first, stop)`` and the spans' own character offsets."""
+
+    kept: np.ndarray
+    first: np.ndarray
+    stop: np.ndarray
+    start_char: np.ndarray
+    end_char: np.ndarray
+
+    def spans(self, doc: Doc, label: str) -> list[Span]:
+        label_id = doc.vocab.strings.add(label)
+        return [Span(doc, start, end, label=label_id) for start, end in zip(self.first.tolist(), self.stop.tolist())]
+
+
+def align(doc: Doc, starts: np.ndarray, ends: np.ndarray) -> Alignment:
+    """For each character range ``[starts[i], ends[i])``, the smallest span of whole tokens
+    that covers every token it overlaps (``alignment_mode="expand"``). A range that overlaps
+    no token (it lies in a token's trailing space, where ``char_span`` gives an empty span)
+    is left out of ``kept``."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if len(doc) == 0 or not len(starts):
+        empty = np.zeros(0, dtype=np.int64)
+        return Alignment(empty, empty, empty, empty, empty)
     token_offsets = doc.to_array(["IDX", "LENGTH"]).astype(np.int64, copy=False)
     token_starts = token_offsets[:, 0]
     token_ends = token_starts + token_offsets[:, 1]
+    first = np.searchsorted(token_ends, starts, side="right")  # first token ending after the range starts
+    stop = np.searchsorted(token_starts, ends, side="left")  # tokens starting before the range ends
+    kept = np.flatnonzero(first < stop)
+    first, stop = first[kept], stop[kept]
+    return Alignment(kept, first, stop, token_starts[first], token_ends[stop - 1])
+
+
+def expanded_spans(doc: Doc, offsets: Sequence[tuple[int, int]], label: str) -> list[Span | None]:
+    """``align`` for a list of ``(start, end)`` ranges: a span for each, or None where it overlaps no token."""
     ranges = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    first = np.searchsorted(token_ends, ranges[:, 0], side="right")  # first token ending after the range starts
-    stop = np.searchsorted(token_starts, ranges[:, 1], side="left")  # tokens starting before the range ends
-    return [
-        Span(doc, int(start), int(end), label=label) if start < end else None
-        for start, end in zip(first.tolist(), stop.tolist())
-    ]
+    alignment = align(doc, ranges[:, 0], ranges[:, 1])
+    spans: list[Span | None] = [None] * len(ranges)
+    for i, span in zip(alignment.kept.tolist(), alignment.spans(doc, label)):
+        spans[i] = span
+    return spans
 
 
-def set_span_values(doc: Doc, spans: Sequence[Span], name: str, values: Sequence[Any]) -> None:
-    """``span._.<name> = value`` for every span, written straight into ``doc.user_data``.
+def set_span_values(
+    doc: Doc, name: str, start_char: Sequence[int] | np.ndarray, end_char: Sequence[int] | np.ndarray, values: Sequence[Any]
+) -> None:
+    """``span._.<name> = value`` for the spans at these character offsets, written straight
+    into ``doc.user_data``.
 
     This is where and how ``span._`` stores a value (keyed by the span's character
     offsets; ``extensions.carry_over`` relies on the same key), without building an
     ``Underscore`` object per span.
     """
     data: dict[Any, Any] = doc.user_data  # typed str-keyed; spaCy's own extension keys are tuples
-    for span, value in zip(spans, values):
-        data[(EXTENSION_MARK, name, span.start_char, span.end_char)] = value
+    starts = start_char.tolist() if isinstance(start_char, np.ndarray) else start_char
+    ends = end_char.tolist() if isinstance(end_char, np.ndarray) else end_char
+    data.update(zip(zip(repeat(EXTENSION_MARK), repeat(name), starts, ends), values))

@@ -59,8 +59,9 @@ class CombinationDetector(IndexedComponent):
                 if member in position:
                     in_combinations[position[member]].append(number)
         spans = list(member_spans.values())
-        set_span_values(doc, spans, "delink_support", [result.candidates[m].support for m in member_spans])
-        set_span_values(doc, spans, "delink_combinations", in_combinations)
+        start_char, end_char = [span.start_char for span in spans], [span.end_char for span in spans]
+        set_span_values(doc, "delink_support", start_char, end_char, [result.candidates[m].support for m in member_spans])
+        set_span_values(doc, "delink_combinations", start_char, end_char, in_combinations)
         doc.spans[COMBINATION_SPANS] = spans
         doc._.delink_combinations = [
             {"members": [position[m] for m in c.members if m in position], "support": c.support} for c in reported

@@ -85,14 +85,20 @@ def register_extensions() -> None:
     _registered = True
 
 
-def set_token_risks(doc: Doc, spans: list[Span], risks: list[float]) -> None:
-    """``token._.delink_risk`` = the highest risk of the spans covering the token (``risks[i]`` is ``spans[i]``'s).
+def set_token_risks(doc: Doc, first: np.ndarray, stop: np.ndarray, risks: np.ndarray) -> None:
+    """``token._.delink_risk`` = the highest risk of the spans covering the token; span ``i``
+    covers tokens ``[first[i], stop[i])`` at risk ``risks[i]``.
 
-    Spans are written in increasing order of risk, so where they overlap the highest stays.
+    Risks are ``1 / support`` with support below k, so they take few values: each value,
+    lowest first, is painted over the tokens its spans cover (a running count of span
+    starts minus ends), and where spans overlap the highest stays.
     """
     token_risks = np.zeros(len(doc))
-    for i in np.argsort(np.asarray(risks, dtype=float), kind="stable").tolist():
-        token_risks[spans[i].start : spans[i].end] = risks[i]
+    risks = np.asarray(risks, dtype=float)
+    for value in np.unique(risks).tolist():
+        chosen = risks == value
+        depth = np.bincount(first[chosen], minlength=len(doc) + 1) - np.bincount(stop[chosen], minlength=len(doc) + 1)
+        token_risks[np.cumsum(depth[:-1]) > 0] = value
     doc.user_data[TOKEN_RISK_KEY] = token_risks.tolist()
 
 

@@ -12,7 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.ngrams import analyze
-from .alignment import expanded_spans, set_span_values
+from .alignment import align, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
 
@@ -38,16 +38,15 @@ class LinkageRiskAnnotator(IndexedComponent):
         self.spans_key = spans_key
 
     def __call__(self, doc: Doc) -> Doc:
-        analysis = analyze(self.index, doc.text, self.k)
-        found = analysis.minimal()
-        aligned = expanded_spans(doc, [(o.start, o.end) for o in found], NGRAM_LABEL)
-        kept = [(span, occurrence) for span, occurrence in zip(aligned, found) if span is not None]
-        spans = [span for span, _ in kept]
-        risks = [occurrence.risk for _, occurrence in kept]
-        set_span_values(doc, spans, "delink_support", [occurrence.support for _, occurrence in kept])
-        set_span_values(doc, spans, "delink_risk", risks)
-        doc.spans[self.spans_key] = spans
-        set_token_risks(doc, spans, risks)
+        analysis = analyze(self.index, doc.text, self.k, exact_frequent=False)
+        found = analysis.minimal_arrays()
+        aligned = align(doc, found["start"], found["end"])
+        support = found["support"][aligned.kept]
+        risks = 1.0 / support
+        set_span_values(doc, "delink_support", aligned.start_char, aligned.end_char, support.tolist())
+        set_span_values(doc, "delink_risk", aligned.start_char, aligned.end_char, risks.tolist())
+        doc.spans[self.spans_key] = aligned.spans(doc, NGRAM_LABEL)
+        set_token_risks(doc, aligned.first, aligned.stop, risks)
         record_anonymity(doc, self.name, analysis.anonymity())
         return doc
 

@@ -149,16 +149,19 @@ def detect(
     arity: int = 1,
     max_combinations: int | None = 0,
     flagging: str = DEFAULT_STRATEGY,
+    exact_frequent: bool = True,
 ) -> Detection:
     """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2.
 
     The defaults compute what rewriting needs — the decision and the exact scores — and
     list no combinations (``max_combinations=0``), which lets the search skip minimal
     triples until a flagging strategy asks for them. A report asks for its cap instead.
+    ``exact_frequent=False`` caps a frequent n-gram's df at k (``ngrams.analyze``): the
+    same outputs at threshold k, but not the token rarities a flagging strategy weighs.
     """
     check_arity(arity, allow_single=True)
     check_strategy(flagging)
-    analysis = analyze(index, text, k)
+    analysis = analyze(index, text, k, exact_frequent=exact_frequent)
     combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
     return Detection(text, analysis, combinations, index, arity, max_combinations, flagging)
 
@@ -171,8 +174,12 @@ def assess_text(
     arity: int = 1,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
 ) -> dict[str, Any]:
-    """One output record (the schema of ``delink assess``) for one document."""
-    detection = detect(index, text, k, arity, max_combinations=max_combinations)
+    """One output record (the schema of ``delink assess``) for one document.
+
+    At arity 1 the record holds only linkable phrases (df < k), so df is asked for only up
+    to k; combinations report their members' exact df.
+    """
+    detection = detect(index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2)
     return {
         "id": doc_id,
         "k": k,

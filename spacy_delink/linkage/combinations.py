@@ -9,9 +9,10 @@ linkable combinations, and the decision — without enumerating all C³/6 triple
 Algorithm
 ---------
 1. **Candidate matrix.** Posting lists become rows of a 0/1 matrix over the documents
-   that hold at least two candidates (a document in one list can be in no intersection).
-2. **Pairs.** Float32 products of row blocks give every pair's support (exact below 2^24);
-   pairs with 1 <= support < k are linkable, hence minimal.
+   that hold at least two candidates (a document in one list can be in no intersection),
+   packed 64 documents to a word.
+2. **Pairs.** Popcounts of the AND of two packed rows give every pair's support (64
+   documents per instruction, exact); pairs with 1 <= support < k are linkable, hence minimal.
 3. **Triples with no linkable or empty pair** (the only minimal triples). Candidates are
    ordered by df and each triple is visited from its rarest member ``a``, within ``a``'s
    own documents (so the bitsets shrink to df_a bits). Inclusion–exclusion gives a lower
@@ -91,8 +92,8 @@ class CombinationAnalysis:
     ``max_combinations`` of them (``pair_count`` counts them all; a cap of 0, the rewriter's,
     lists nothing to report but keeps them all for its cover); ``triples_complete``
     says whether every minimal triple was enumerated (module docstring, step 5). The
-    postings, membership matrix and pair supports stay for what is asked later (flags,
-    covers, the analysis after a mask).
+    postings, membership matrix (``bits``: packed rows, see ``_membership``) and pair supports
+    stay for what is asked later (flags, covers, the analysis after a mask).
     """
 
     candidates: list[Occurrence]
@@ -107,7 +108,7 @@ class CombinationAnalysis:
     k: int
     keys: np.ndarray
     postings: list[np.ndarray]
-    matrix: np.ndarray
+    bits: np.ndarray
     df: np.ndarray
     pair_matrix: np.ndarray
     anchored: np.ndarray | None = None
@@ -149,7 +150,7 @@ class CombinationAnalysis:
                 if self.triples_complete:
                     _flags(self.triples, rank, flagged)
                 else:
-                    _minimal_triples(self.matrix, self.df, self.pair_matrix, self.k, rank, flagged, self.anchored)
+                    _minimal_triples(self.bits, self.df, self.pair_matrix, self.k, rank, flagged, self.anchored)
             self._flagged = np.flatnonzero(flagged).tolist()
         return self._flagged
 
@@ -178,7 +179,7 @@ class CombinationAnalysis:
                 inside &= anchored[self.triples].any(axis=1)
             return self.triples[inside], self.triple_support[inside]
         members, support = _minimal_triples(
-            self.matrix[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
+            self.bits[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
             _ranks(self.candidates)[chosen], None, None if anchored is None else anchored[chosen],
         )
         return np.sort(chosen[members], axis=1), support
@@ -224,55 +225,97 @@ def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
     return analysis.frequent_maximal(unique_keys=True)
 
 
+def _candidate_postings(
+    index: CorpusIndex, candidates: list[Occurrence], known: np.ndarray, previous: CombinationAnalysis | None
+) -> list[np.ndarray]:
+    """Each candidate's posting list: lent by ``previous`` where it had the candidate
+    (``known``: its row there, else -1), the rest decoded level by level in one call each."""
+    postings: dict[int, np.ndarray] = {}
+    missing: dict[int, list[int]] = {}
+    for i, row in enumerate(known.tolist()):
+        if previous is not None and row >= 0:
+            postings[i] = previous.postings[row]
+        else:
+            missing.setdefault(candidates[i].n, []).append(i)
+    for n, chosen in missing.items():
+        postings.update(zip(chosen, index.levels[n].documents_many(np.array([candidates[i].row for i in chosen]))))
+    return [postings[i] for i in range(len(candidates))]
+
+
 def _membership(index: CorpusIndex, postings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """0/1 rows (bool) over the documents holding >= 2 candidates, and each row's df."""
+    """Packed 0/1 rows over the documents holding >= 2 candidates, and each row's df.
+
+    Column ``d`` of a row is bit ``d % 64`` of its word ``d // 64`` (uint64), so a support
+    is the popcount of an AND, 64 documents at a time, in an eighth of a bool matrix's memory.
+    """
     df = np.array([len(p) for p in postings], dtype=np.int64)
     documents = np.concatenate(postings).astype(np.int64) if postings else np.zeros(0, dtype=np.int64)
     holders = np.bincount(documents, minlength=index.documents)  # a posting list has no repeats
     shared = holders >= 2
-    column = np.cumsum(shared, dtype=np.int64) - 1
-    matrix = np.zeros((len(postings), int(shared.sum())), dtype=bool)
-    rows = np.repeat(np.arange(len(postings)), df)
-    inside = shared[documents]
-    matrix[rows[inside], column[documents[inside]]] = True
-    return matrix, df
+    column = np.where(shared, np.cumsum(shared, dtype=np.int64) - 1, -1)
+    bits = np.zeros((len(postings), (int(shared.sum()) + 63) // 64), dtype=np.uint64)
+    _pack_rows(documents, df, column, bits)
+    return bits, df
 
 
-#: Fewest rows per block in the matrix products; blocks grow to fill ``_PRODUCT_BLOCK_BYTES``
-#: (two float copies of a block exist at once): each BLAS call has a fixed cost.
-_PRODUCT_BLOCK_ROWS = 64
-_PRODUCT_BLOCK_BYTES = 1 << 25
+@nb.njit(cache=True, nogil=True)
+def _pack_rows(documents: np.ndarray, df: np.ndarray, column: np.ndarray, bits: np.ndarray) -> None:
+    """Set each row's bits: the concatenated posting lists ``documents`` (``df`` per row) mapped by ``column`` (-1: none)."""
+    at = 0
+    for row in range(len(df)):
+        for _ in range(df[row]):
+            c = column[documents[at]]
+            at += 1
+            if c >= 0:
+                bits[row, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+
+
+@nb.njit(cache=True, nogil=True)
+def _has_bit(bits: np.ndarray, row: int, column: int) -> bool:
+    return (bits[row, column >> 6] >> np.uint64(column & 63)) & np.uint64(1) != 0
+
+
+#: A triple's rarest member with at most this many documents (<= 64, one word) has its
+#: partners' supports counted exactly for every pair, without the bounds (``_triple_scan``).
+_NARROW_DOCUMENTS = 64
 #: Rows per block when scanning the pair matrix (a block's linkable pairs exist at once).
 _SCAN_BLOCK_ROWS = 32
 #: Linkable pairs held beyond twice the report cap before the scan trims them to the cap.
 _SCAN_SLACK = 4096
 
 
-def _pair_supports(matrix: np.ndarray, known: np.ndarray, known_pairs: np.ndarray | None) -> np.ndarray:
-    """|I_a ∩ I_b| for all candidate pairs: float32 BLAS products of row-block pairs.
+def _pair_supports(bits: np.ndarray, known: np.ndarray, known_pairs: np.ndarray | None) -> np.ndarray:
+    """|I_a ∩ I_b| for all candidate pairs: popcounts of the AND of packed rows (``_membership``).
 
-    Only two blocks exist as floats at a time, so the extra memory stays small; counts
-    are exact integers (below 2^24) kept in the narrowest type that holds them. The
-    supports between candidates with a row in ``known_pairs`` (``known``; -1: none) are
-    copied from it; only blocks of rows that hold a new candidate are multiplied.
+    Counts are exact, kept in the narrowest type that holds the column count. The supports
+    between candidates with a row in ``known_pairs`` (``known``; -1: none) are copied from
+    it; only the rows of new candidates are counted.
     """
-    count = len(matrix)
-    pairs = np.empty((count, count), dtype=np.int16 if matrix.shape[1] < 1 << 15 else np.int32)
+    count = len(bits)
+    pairs = np.empty((count, count), dtype=np.int16 if bits.shape[1] * 64 < 1 << 15 else np.int32)
+    fresh = np.ones(count, dtype=np.bool_)
     if known_pairs is not None:
         old = np.flatnonzero(known >= 0)
         pairs[np.ix_(old, old)] = known_pairs[np.ix_(known[old], known[old])]
-    order = np.argsort(known >= 0, kind="stable") if known_pairs is not None else np.arange(count)
-    fresh = count - int((known >= 0).sum()) if known_pairs is not None else count
-    step = max(_PRODUCT_BLOCK_ROWS, _PRODUCT_BLOCK_BYTES // (4 * max(matrix.shape[1], 1)))
-    for i in range(0, fresh, step):
-        rows = order[i : min(i + step, fresh)]
-        left = matrix[rows].astype(np.float32)
-        for j in range(i, count, step):
-            cols = order[j : j + step]
-            product = left @ matrix[cols].astype(np.float32).T
-            pairs[np.ix_(rows, cols)] = product
-            pairs[np.ix_(cols, rows)] = product.T
+        fresh[old] = False
+    _popcount_products(bits, fresh, pairs)
     return pairs
+
+
+@nb.njit(cache=True, nogil=True)
+def _popcount_products(bits: np.ndarray, fresh: np.ndarray, pairs: np.ndarray) -> None:
+    """Fill the rows and columns of the ``fresh`` candidates of ``pairs`` (each pair counted once)."""
+    for a in range(len(bits)):
+        if not fresh[a]:
+            continue
+        for b in range(len(bits)):
+            if fresh[b] and b < a:  # filled with b's row
+                continue
+            support = 0
+            for w in range(bits.shape[1]):
+                support += _popcount(bits[a, w] & bits[b, w])
+            pairs[a, b] = support
+            pairs[b, a] = support
 
 
 @nb.njit(cache=True, nogil=True)
@@ -285,8 +328,31 @@ def _popcount(word: np.uint64) -> int:
 
 
 @nb.njit(cache=True, nogil=True)
+def _local_bits(bits: np.ndarray, a: int, rows: np.ndarray, docs: np.ndarray, out: np.ndarray) -> int:
+    """Each of ``rows``' share of ``a``'s documents as bits (row-major, the returned words per row, into ``out``).
+
+    ``docs`` receives a's documents (columns) in order; bit ``i`` of a row is its ``i``-th.
+    """
+    own = 0
+    for w in range(bits.shape[1]):
+        word = bits[a, w]
+        while word:
+            low = word & (~word + np.uint64(1))
+            docs[own] = w * 64 + _popcount(low - np.uint64(1))
+            own += 1
+            word ^= low
+    words = (own + 63) // 64
+    out[: len(rows) * max(words, 1)] = 0
+    for row_at in range(len(rows)):
+        for at in range(own):
+            if _has_bit(bits, rows[row_at], docs[at]):
+                out[row_at * words + (at >> 6)] |= np.uint64(1) << np.uint64(at & 63)
+    return words
+
+
+@nb.njit(cache=True, nogil=True)
 def _triple_scan(
-    matrix: np.ndarray,
+    bits: np.ndarray,
     df: np.ndarray,
     pairs: np.ndarray,
     k: int,
@@ -294,23 +360,31 @@ def _triple_scan(
     rank: np.ndarray,
     flagged: np.ndarray,
     use_flags: bool,
+    narrow_limit: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Step 3's search, compiled: every triple from its rarest member ``a``, within ``a``'s documents.
 
     A partner b of ``a`` needs |a∩b| >= k (else the triple holds a linkable or empty pair)
     and |a∩b| < df_a + k - (a's smallest overlap) (else no c brings the bound below k); a
     pair (b, c) needs |b∩c| >= k and the three inclusion–exclusion bounds below k before
-    its support is counted on bitsets of ``a``'s documents. Only triples with an
-    ``anchored`` member are searched; with ``use_flags`` only those whose lowest-``rank``
-    member is not ``flagged`` yet, which are then flagged.
+    its support is counted on bitsets of ``a``'s documents. The partners are visited by
+    their overlap with ``a``, so those c that can meet |a∩b| + |a∩c| - df_a < k for a b are
+    a prefix, which shrinks as |a∩b| grows: pairs failing that bound are never visited.
+    Only triples with an ``anchored`` member are searched; with ``use_flags`` only those
+    whose lowest-``rank`` member is not ``flagged`` yet, which are then flagged. The
+    triples come in the order of (a, b, c) by df (the order of a scan of every pair).
     """
     count = len(df)
     order = np.argsort(df, kind="mergesort")
+    position_of = np.empty(count, dtype=np.int64)
+    position_of[order] = np.arange(count)
     found = np.empty((64, 3), dtype=np.int64)
     supports = np.empty(64, dtype=np.int64)
+    visit = np.empty(64, dtype=np.int64)
     total = 0
     partners = np.empty(count, dtype=np.int64)
-    docs = np.empty(matrix.shape[1], dtype=np.int64)
+    local_one = np.zeros(count, dtype=np.uint64)
+    docs = np.empty(bits.shape[1] * 64, dtype=np.int64)
     for position in range(count - 2):
         a = order[position]
         size = 0
@@ -338,20 +412,40 @@ def _triple_scan(
                 all_flagged = all_flagged and flagged[x]
         if kept < 2 or not any_anchor or (use_flags and all_flagged):
             continue
-        words = 0
-        bits = np.zeros((0, 0), dtype=np.uint64)  # built when the first pair passes the bounds (most never do)
+        overlap_with_a = np.empty(kept, dtype=np.int64)
         for i in range(kept):
-            b = partners[i]
-            ab = np.int64(pairs[a, b])
-            for j in range(i + 1, kept):
-                c = partners[j]
+            overlap_with_a[i] = pairs[a, partners[i]]
+        by_overlap = np.argsort(overlap_with_a, kind="mergesort")
+        ranked = partners[:kept][by_overlap]
+        overlap_with_a = overlap_with_a[by_overlap]
+        own = 0
+        for w in range(bits.shape[1]):
+            own += _popcount(bits[a, w])
+        narrow = own <= narrow_limit  # each partner's share of a's documents fits one word: count every support exactly
+        words = 0
+        local = np.zeros((0, 0), dtype=np.uint64)  # a's documents only: built when the first pair passes the bounds (most never do)
+        if narrow:
+            words = _local_bits(bits, a, ranked, docs, local_one)
+        end = kept
+        for i in range(kept):
+            b = ranked[i]
+            ab = overlap_with_a[i]
+            while end > i + 1 and ab + overlap_with_a[end - 1] - df[a] >= k:
+                end -= 1
+            if end <= i + 1:
+                break
+            for j in range(i + 1, end):
+                if narrow:
+                    support = _popcount(local_one[i] & local_one[j])
+                    if support < 1 or support >= k:
+                        continue
+                c = ranked[j]
                 if not (anchored[a] or anchored[b] or anchored[c]):
                     continue
                 bc = np.int64(pairs[b, c])
                 if bc < k:
                     continue
-                ac = np.int64(pairs[a, c])
-                if ab + ac - df[a] >= k or ab + bc - df[b] >= k or ac + bc - df[c] >= k:
+                if not narrow and (ab + bc - df[b] >= k or overlap_with_a[j] + bc - df[c] >= k):
                     continue
                 lowest = a
                 if rank[b] < rank[lowest]:
@@ -360,38 +454,33 @@ def _triple_scan(
                     lowest = c
                 if use_flags and flagged[lowest]:
                     continue
-                if not words:
-                    own = 0
-                    for d in range(matrix.shape[1]):
-                        if matrix[a, d]:
-                            docs[own] = d
-                            own += 1
-                    words = (own + 63) // 64
-                    bits = np.zeros((kept, words), dtype=np.uint64)
-                    for row_at in range(kept):
-                        row = partners[row_at]
-                        for at in range(own):
-                            if matrix[row, docs[at]]:
-                                bits[row_at, at >> 6] |= np.uint64(1) << np.uint64(at & 63)
-                support = 0
-                for w in range(words):
-                    support += _popcount(bits[i, w] & bits[j, w])
-                if support < 1 or support >= k:
-                    continue
+                if not narrow:
+                    if not words:
+                        local = np.zeros((kept, (own + 63) // 64), dtype=np.uint64)
+                        words = _local_bits(bits, a, ranked, docs, local.reshape(-1))
+                    support = 0
+                    for w in range(words):
+                        support += _popcount(local[i, w] & local[j, w])
+                    if support < 1 or support >= k:
+                        continue
                 if total == len(supports):
                     found = np.concatenate((found, np.empty_like(found)))
                     supports = np.concatenate((supports, np.empty_like(supports)))
+                    visit = np.concatenate((visit, np.empty_like(visit)))
                 first, second, third = min(a, b, c), max(min(a, b), min(max(a, b), c)), max(a, b, c)
                 found[total, 0], found[total, 1], found[total, 2] = first, second, third
                 supports[total] = support
+                near, far = min(position_of[b], position_of[c]), max(position_of[b], position_of[c])
+                visit[total] = (position * count + near) * count + far
                 total += 1
                 if use_flags:
                     flagged[lowest] = True
-    return found[:total], supports[:total]
+    in_order = np.argsort(visit[:total], kind="mergesort")
+    return found[:total][in_order], supports[:total][in_order]
 
 
 def _minimal_triples(
-    matrix: np.ndarray,
+    bits: np.ndarray,
     df: np.ndarray,
     pairs: np.ndarray,
     k: int,
@@ -410,7 +499,7 @@ def _minimal_triples(
     if count < 3:
         return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
     return _triple_scan(
-        np.ascontiguousarray(matrix, dtype=np.bool_),
+        np.ascontiguousarray(bits, dtype=np.uint64),
         np.ascontiguousarray(df, dtype=np.int64),
         np.ascontiguousarray(pairs),
         int(k),
@@ -418,31 +507,34 @@ def _minimal_triples(
         np.ascontiguousarray(rank, dtype=np.int64),
         np.zeros(count, dtype=np.bool_) if flagged is None else flagged,
         flagged is not None,
+        _NARROW_DOCUMENTS,
     )
 
 
-def _lowest_triple_through_pairs(matrix: np.ndarray, pairs: np.ndarray, k: int, best: int) -> int:
+@nb.njit(cache=True, nogil=True)
+def _lowest_triple_through_pairs(bits: np.ndarray, pairs: np.ndarray, k: int, best: int) -> int:
     """Smallest positive support of a triple containing a linkable pair, if below ``best``.
 
     Only a pair with support >= 2 can have a triple below ``best`` (>= 1), so nothing is
     needed once ``best`` is 1; the pairs are read again from the pair matrix.
     """
-    for start in range(0, len(pairs), _SCAN_BLOCK_ROWS):
-        if best <= 1:
-            break
-        block = pairs[start : start + _SCAN_BLOCK_ROWS]
-        rows, cols = np.nonzero((block >= 2) & (block < k))
-        for a, b in zip((rows + start).tolist(), cols.tolist()):
+    shared = np.empty(bits.shape[1], dtype=np.uint64)
+    for a in range(len(pairs)):
+        for b in range(a + 1, len(pairs)):
             if best <= 1:
-                break
-            if a >= b:
+                return best
+            if pairs[a, b] < 2 or pairs[a, b] >= k:
                 continue
-            shared_docs = np.flatnonzero(matrix[a] & matrix[b])
-            through = matrix[:, shared_docs].sum(axis=1, dtype=np.int64)
-            through[[a, b]] = 0
-            positive = through[through >= 1]
-            if len(positive):
-                best = min(best, int(positive.min()))
+            for w in range(bits.shape[1]):
+                shared[w] = bits[a, w] & bits[b, w]
+            for c in range(len(pairs)):
+                if c == a or c == b:
+                    continue
+                support = 0
+                for w in range(bits.shape[1]):
+                    support += _popcount(bits[c, w] & shared[w])
+                if 1 <= support < best:
+                    best = support
     return best
 
 
@@ -559,10 +651,7 @@ def analyze_combinations(
     candidates = candidates_of(analysis)
     keys = occurrence_keys(np.array([c.n for c in candidates], dtype=np.int64), np.array([c.row for c in candidates], dtype=np.int64))
     known = _known_rows(keys, previous)
-    postings = [
-        previous.postings[row] if previous is not None and row >= 0 else index.levels[c.n].documents(c.row)
-        for c, row in zip(candidates, known.tolist())
-    ]
+    postings = _candidate_postings(index, candidates, known, previous)
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
     rank = _ranks(candidates)
@@ -574,8 +663,8 @@ def analyze_combinations(
     # Fewer than three candidates hold no triple: there is nothing left to enumerate.
     triples_complete = arity < 3 or len(candidates) < 3
     anchored = None if settled is None else ~np.isin(keys, settled)
-    matrix, df = _membership(index, postings)
-    pairs = _pair_supports(matrix, known, previous.pair_matrix if previous is not None else None)
+    bits, df = _membership(index, postings)
+    pairs = _pair_supports(bits, known, previous.pair_matrix if previous is not None else None)
     if len(candidates) >= 2:
         if max_combinations == 0:  # the rewriter's detection: its cover reads every pair, listed in one compiled pass
             pair_members, pair_support = _linkable_pairs(pairs, k)
@@ -590,11 +679,11 @@ def analyze_combinations(
         if arity >= 3 and len(candidates) >= 3:
             report_needs_triples = max_combinations is None or pair_count < max_combinations
             if report_needs_triples or not pair_count or best > 1:
-                triple_members, triple_support = _minimal_triples(matrix, df, pairs, k, rank, None, anchored)
+                triple_members, triple_support = _minimal_triples(bits, df, pairs, k, rank, None, anchored)
                 triples_complete = True
             if len(triple_support):
                 best = min(best, int(triple_support.min()))
-            best = _lowest_triple_through_pairs(matrix, pairs, k, best)
+            best = _lowest_triple_through_pairs(bits, pairs, k, int(best))
     return CombinationAnalysis(
         candidates=candidates,
         pairs=pair_members,
@@ -608,7 +697,7 @@ def analyze_combinations(
         k=k,
         keys=keys,
         postings=postings,
-        matrix=matrix,
+        bits=bits,
         df=df,
         pair_matrix=pairs,
         anchored=anchored,

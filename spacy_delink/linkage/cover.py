@@ -188,9 +188,16 @@ def _instance(detection: "Detection", cost_model: str) -> _Instance:
 
 
 class _Hypergraph:
-    """Combinations (edges: rows of member keys, padded with -1) over weighted candidate keys."""
+    """Combinations (edges: rows of member keys, padded with -1) over weighted candidate keys.
 
-    def __init__(self, edges: list[np.ndarray], weight: np.ndarray) -> None:
+    Every cover built on it holds the ``fixed`` keys (the free ones), so an edge with a
+    fixed member is hit whatever else is picked and is never another pick's only hit: it
+    can change none of the choices below and is left out (about half the pairs of a pass).
+    """
+
+    def __init__(self, edges: list[np.ndarray], weight: np.ndarray, fixed: np.ndarray) -> None:
+        self.fixed = fixed
+        edges = [_open_edges(e, fixed) for e in edges]
         width = max((e.shape[1] for e in edges), default=2)
         self.members = np.full((sum(len(e) for e in edges), width), -1, dtype=np.int64)
         row = 0
@@ -201,16 +208,32 @@ class _Hypergraph:
         self.incident_start, self.incident_edges = _incidence(self.members, len(weight))
 
     def greedy(self, picked: np.ndarray) -> np.ndarray:
-        """Weighted greedy: most newly hit edges per unit of weight (an H(d)-approximation)."""
+        """Weighted greedy from ``picked`` (which holds the fixed keys): most newly hit edges per unit of weight (an H(d)-approximation)."""
+        assert picked[self.fixed].all()
         return _greedy(self.members, self.weight, picked.copy(), self.incident_start, self.incident_edges)
 
     def local_ratio(self, picked: np.ndarray) -> np.ndarray:
-        """Bar-Yehuda–Even: each unhit edge pays its cheapest residual weight (an f-approximation)."""
+        """Bar-Yehuda–Even from ``picked`` (which holds the fixed keys): each unhit edge pays its cheapest residual weight (an f-approximation)."""
+        assert picked[self.fixed].all()
         return _local_ratio(self.members, self.weight, picked.copy())
 
-    def improve(self, picked: np.ndarray, fixed: np.ndarray) -> np.ndarray:
-        """Drop picks whose edges all hold another pick; swap a pick for a cheaper key that alone hits its private edges."""
-        return _improve(self.members, self.weight, picked.copy(), fixed, self.incident_start, self.incident_edges, _IMPROVEMENT_ROUNDS)
+    def improve(self, picked: np.ndarray) -> np.ndarray:
+        """Drop picks whose edges all hold another pick; swap a pick for a cheaper key that alone hits its private edges (never a fixed one)."""
+        assert picked[self.fixed].all()
+        return _improve(self.members, self.weight, picked.copy(), self.fixed, self.incident_start, self.incident_edges, _IMPROVEMENT_ROUNDS)
+
+
+@nb.njit(cache=True, nogil=True)
+def _open_edges(members: np.ndarray, fixed: np.ndarray) -> np.ndarray:
+    """The rows of ``members`` (unpadded) without a ``fixed`` key."""
+    kept = np.empty(len(members), dtype=np.bool_)
+    for e in range(len(members)):
+        kept[e] = True
+        for c in members[e]:
+            if fixed[c]:
+                kept[e] = False
+                break
+    return members[kept]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -410,13 +433,13 @@ def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, 
     combos = detection.combinations
     assert combos is not None
     pairs, _ = combos.all_pairs()
-    graph = _Hypergraph([pairs.astype(np.int64)] if len(pairs) else [], weight)
-    starts = [graph.improve(graph.greedy(free), fixed=free), graph.improve(graph.local_ratio(free), fixed=free)]
+    graph = _Hypergraph([pairs.astype(np.int64)] if len(pairs) else [], weight, free)
+    starts = [graph.improve(graph.greedy(free)), graph.improve(graph.local_ratio(free))]
     removed = min(starts, key=instance.cost)
 
     def solve(edges: list[np.ndarray], removed: np.ndarray) -> np.ndarray:
-        graph = _Hypergraph(edges, weight)
-        return graph.improve(graph.greedy(removed), fixed=free)
+        graph = _Hypergraph(edges, weight, free)
+        return graph.improve(graph.greedy(removed))
 
     removed = _lazy_triples(detection, removed, solve)
     paper = free | _paper_pair_flags(combos, pairs)

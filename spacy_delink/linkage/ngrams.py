@@ -68,7 +68,7 @@ class LinkageAnalysis:
     levels: list[LevelLookup]
     k: int
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
-    _minimal: dict[str, list[int]] | None = None
+    _minimal: dict[str, np.ndarray] | None = None
     _maximal: dict[str, np.ndarray] | None = None
 
     def df_of(self, n: int) -> np.ndarray:
@@ -96,16 +96,12 @@ class LinkageAnalysis:
         order = np.lexsort((end, start))
         return {name: column[order] for name, column in zip(_COLUMNS, (token, n, start, end, support, row))}
 
-    def _select(self, masks: list[np.ndarray]) -> dict[str, list[int]]:
-        """Columns of the occurrences chosen by one mask per level, as plain lists in text order."""
-        return {name: column.tolist() for name, column in self._select_arrays(masks).items()}
-
     @staticmethod
     def _objects(columns: dict[str, list[int]]) -> list[Occurrence]:
         return [Occurrence(*values) for values in zip(*(columns[name] for name in _COLUMNS))]
 
-    def minimal_columns(self) -> dict[str, list[int]]:
-        """SPEC §4's minimal linkable set as columns, sorted by start then end (computed once)."""
+    def minimal_arrays(self) -> dict[str, np.ndarray]:
+        """SPEC §4's minimal linkable set as int64 arrays named as ``_COLUMNS``, sorted by start then end (computed once)."""
         if self._minimal is None:
             masks = []
             for level in self.levels:
@@ -114,8 +110,12 @@ class LinkageAnalysis:
                     shorter = self.df_of(level.n - 1)
                     mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
                 masks.append(mask)
-            self._minimal = self._select(masks)
+            self._minimal = self._select_arrays(masks)
         return self._minimal
+
+    def minimal_columns(self) -> dict[str, list[int]]:
+        """``minimal_arrays`` as plain lists."""
+        return {name: column.tolist() for name, column in self.minimal_arrays().items()}
 
     def minimal(self) -> list[Occurrence]:
         """SPEC §4's minimal linkable set, sorted by start then end offset."""
@@ -192,8 +192,15 @@ def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
     return np.asarray(n, dtype=np.int64) << 40 | np.asarray(row, dtype=np.int64)
 
 
-def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> LinkageAnalysis:
-    """Look up every n-gram of ``text`` that can matter (see module docstring)."""
+def analyze(
+    index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True
+) -> LinkageAnalysis:
+    """Look up every n-gram of ``text`` that can matter (see module docstring).
+
+    With ``exact_frequent=False`` a df of k or more is reported as k: every SPEC output at
+    threshold k (linkable set, support, anonymity, what is frequent) is the same, and a
+    frequent n-gram's posting list need not be walked to its end.
+    """
     check_k(k)
     max_n = index.max_n if max_n is None else min(max_n, index.max_n)
     tokens, digests = index.tokenize(text)
@@ -214,7 +221,7 @@ def analyze(index: CorpusIndex, text: str, k: int, max_n: int | None = None) -> 
             if not len(positions):
                 break
             keys = extend(previous.keys[extendable], digests[positions + n - 1])
-        rows, df = index.levels[n].lookup(keys)
+        rows, df = index.levels[n].lookup(keys, 0 if exact_frequent else k)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
     return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k)
 

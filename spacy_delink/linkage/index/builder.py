@@ -43,12 +43,12 @@ from . import forward
 from . import shards as shards_module
 from .commit import build_lock, check_outputs, commit, recover, sidecar
 from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, MANIFEST, REDUCTION, default_ids_path, sign
-from .hashing import ID_DIGEST_DTYPE, IdHasher
+from .hashing import ID_DIGEST_DTYPE, IdHasher, TokenHasher
 from .ids import ids_digest
 from .keys import key_id, new_secret, resolve_key_path
 
 _MAX_DOCS = 2**32 - 2
-#: Distinct tokens a partition's digest cache keeps (~40 bytes each).
+#: Distinct tokens a digest cache keeps (~40 bytes each): in this process the build's one, on Dask each partition's.
 VOCABULARY_LIMIT = 4_000_000
 
 
@@ -56,7 +56,9 @@ VOCABULARY_LIMIT = 4_000_000
 class CorpusFiles:
     """A corpus given as files, which Dask workers read themselves (one partition per file).
 
-    Paths must be ones every worker can open (a shared file system). In this process the
+    Each is a path every worker can open (a shared file system) or a URL fsspec opens
+    (``s3://``, ``https://``, ...: ``corpus.resolve_sources`` makes paths absolute and
+    expands URL globs); nothing but the name travels to a worker. In this process the
     files are simply streamed, as ``corpus.read_documents`` does.
     """
 
@@ -64,6 +66,18 @@ class CorpusFiles:
     text_field: str = "text"
     id_field: str = "id"
     skip_invalid: bool = False
+
+    def for_workers(self) -> tuple[str, ...]:
+        """The paths, refusing a ``memory://`` URL: it lives in this process, which Dask workers cannot see."""
+        from ...urls import is_url, redact_url, url_protocols
+
+        for path in self.paths:
+            if is_url(path) and "memory" in url_protocols(path):
+                raise InputError(
+                    f"{redact_url(path)}: a memory:// URL lives in this process only, and Dask workers cannot read it; "
+                    "build without --workers/--scheduler, or put the corpus where every worker can read it"
+                )
+        return self.paths
 
 
 Corpus = Union[Iterable[tuple[DocId, str]], CorpusFiles]
@@ -318,16 +332,18 @@ class IndexBuilder:
     ) -> list[shards_module.PartitionResult]:
         """Step 1: one task per partition; a stream is cut by size, files go to workers whole.
 
-        In this process at most ``workers`` partitions are in flight, so memory stays
-        bounded by the budget (a partition holds about a twentieth of it).
+        In this process one partition more than ``workers`` is in flight (the next one is
+        read while the threads tokenize), so memory stays bounded by the budget (a partition
+        holds at most about a twentieth of it); the partitions share one ``TokenHasher``.
         """
         if isinstance(documents, CorpusFiles) and (self.scheduler is not None or self.dask):
-            count = len(documents.paths)
+            paths = documents.for_workers()
+            count = len(paths)
             return runner.map(
                 shards_module.tokenize_file,
                 [store] * count,
                 list(range(count)),
-                list(documents.paths),
+                list(paths),
                 [documents.text_field] * count,
                 [documents.id_field] * count,
                 [documents.skip_invalid] * count,
@@ -346,15 +362,16 @@ class IndexBuilder:
             stats, stream = None, documents
         results: list[shards_module.PartitionResult] = []
         pending: list[Any] = []
-        partition_chars = max(1 << 16, self.memory_bytes // 24)
+        partition_chars = max(1 << 16, min(self.memory_bytes // 24, shards_module.PARTITION_CHARS))
+        hasher = TokenHasher(Tokenizer(self.rules), secret, VOCABULARY_LIMIT)
         with tqdm(desc="tokenizing", unit="doc", disable=None if self.progress else True, leave=False) as bar:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
-                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT
+                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hasher
                     )
                 )
-                if len(pending) >= self.workers:
+                if len(pending) > self.workers:
                     results.append(pending.pop(0).result())
             results += [future.result() for future in pending]
         if stats is not None and results:

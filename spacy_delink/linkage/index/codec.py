@@ -23,12 +23,14 @@ expressed as whole-array numpy operations.
 """
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Sequence, Union
 
 from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.extending import intrinsic
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
 Int = Union[int, np.int64]
@@ -239,31 +241,58 @@ def _lower_bound(
 
 
 @nb.njit(cache=True, nogil=True)
+def _find_one(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, value: np.uint64
+) -> Int:
+    """Rank of ``value`` among the (distinct) values, or -1 where it is absent.
+
+    The first value >= ``value`` is ``value`` itself exactly when ``_lower_bound`` stopped
+    on a one (a value of ``value``'s bucket, not the zero closing it) with equal low bits.
+    """
+    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, value)
+    if rank >= count or position < 0 or position >= (sample_base - high_base) << 6:
+        return -1
+    if not (words[high_base + (position >> 6)] >> np.uint64(position & 63)) & _U1:
+        return -1
+    target = value & ((_U1 << np.uint64(low_bits)) - _U1) if low_bits else np.uint64(0)
+    return rank if _low(words, low_bits, rank) == target else -1
+
+
+@nb.njit(cache=True, nogil=True)
 def _find_many(
     words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, needles: np.ndarray
 ) -> np.ndarray:
-    ranks = np.full(len(needles), -1, dtype=np.int64)
-    if count == 0:
-        return ranks
-    low_mask = (_U1 << np.uint64(low_bits)) - _U1 if low_bits else np.uint64(0)
+    ranks = np.empty(len(needles), dtype=np.int64)
     for i in range(len(needles)):
-        value = needles[i]
-        high = value >> np.uint64(low_bits)
-        if high >= np.uint64(buckets):
-            continue
-        bucket = np.int64(high)
-        start = _bucket_start(words, high_base, sample_base, shift, bucket)
-        end = _next_bit(words, high_base, sample_base, start, False)
-        target = value & low_mask
-        rank = start - bucket
-        for _ in range(start, end):
-            low = _low(words, low_bits, rank)
-            if low >= target:
-                if low == target:
-                    ranks[i] = rank
-                break
-            rank += 1
+        ranks[i] = _find_one(words, count, low_bits, buckets, high_base, sample_base, shift, needles[i])
     return ranks
+
+
+@nb.njit(cache=True, nogil=True)
+def _row_bounds_one(
+    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
+    row: Int, width: np.uint64, cap: Int,
+) -> tuple[Int, Int]:
+    """The ranks [start, stop) of the values in [row * width, (row + 1) * width).
+
+    With ``cap`` > 0 the stop is at most ``start + cap``: the df capped at ``cap``, which is
+    all a threshold ``k <= cap`` needs, and found without searching for the row's end.
+    """
+    low = np.uint64(row) * width
+    high = low + width
+    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, low)
+    # Most lists are short: walk the values from the first on, then search if it is long.
+    walk = _SHORT_LIST if cap <= 0 or cap > _SHORT_LIST else cap
+    low_shift = np.uint64(low_bits)
+    stop = rank
+    while stop < count and stop - rank < walk:
+        position = _next_bit(words, high_base, sample_base, position + 1 if stop > rank else position, True)
+        if (np.uint64(position - stop) << low_shift) | _low(words, low_bits, stop) >= high:
+            break
+        stop += 1
+    if stop < count and stop - rank == _SHORT_LIST and walk == _SHORT_LIST:
+        stop = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, high)[0]
+    return rank, stop
 
 
 @nb.njit(cache=True, nogil=True)
@@ -274,26 +303,100 @@ def _row_bounds(
     """For each row, the ranks [start, stop) of the values in [row * width, (row + 1) * width)."""
     starts = np.zeros(len(rows), dtype=np.int64)
     stops = np.zeros(len(rows), dtype=np.int64)
-    low_shift = np.uint64(low_bits)
     for i in range(len(rows)):
-        row = rows[i]
-        if row < 0:
-            continue
-        low = np.uint64(row) * width
-        high = low + width
-        rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, low)
-        starts[i] = rank
-        # Most lists are short: walk the values from the first on, then search if it is long.
-        stop = rank
-        while stop < count and stop - rank < _SHORT_LIST:
-            position = _next_bit(words, high_base, sample_base, position + 1 if stop > rank else position, True)
-            if (np.uint64(position - stop) << low_shift) | _low(words, low_bits, stop) >= high:
-                break
-            stop += 1
-        if stop < count and stop - rank == _SHORT_LIST:
-            stop = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, high)[0]
-        stops[i] = stop
+        if rows[i] >= 0:
+            starts[i], stops[i] = _row_bounds_one(
+                words, count, low_bits, buckets, high_base, sample_base, shift, rows[i], width, 0
+            )
     return starts, stops
+
+
+@intrinsic
+def _words_pointer(typingctx: Any, address: Any) -> Any:
+    """The integer ``address`` as a pointer to uint64 words, for ``numba.carray``."""
+    if not isinstance(address, types.Integer):
+        return None
+    pointer = types.CPointer(types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(address), codegen
+
+
+@nb.njit(cache=True, nogil=True)
+def _words(table: np.ndarray, shard: Int) -> np.ndarray:
+    """Shard ``shard``'s words of one table row ``(address, length)`` (see ``ShardedLevel``)."""
+    pointer = _words_pointer(np.uint64(table[shard, 0]))  # type: ignore[call-arg,var-annotated]  # numba supplies the typing context
+    return nb.carray(pointer, (np.int64(table[shard, 1]),))
+
+
+@nb.njit(cache=True, nogil=True)
+def _lookup_sharded(
+    key_table: np.ndarray, key_params: np.ndarray, posting_table: np.ndarray, posting_params: np.ndarray,
+    frequent_table: np.ndarray, row_base: np.ndarray, shard_bits: Int, width: np.uint64, keys: np.ndarray, cap: Int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row (-1 when absent) and df (capped at ``cap`` > 0) of each key, over a level's shards.
+
+    Each key goes to the shard named by its top ``shard_bits`` bits and is searched there
+    without those bits, in one compiled call whatever the number of shards. At ``cap == 2``
+    the df comes from the row's frequent bit (df >= 2), not from the postings.
+    """
+    rows = np.full(len(keys), -1, dtype=np.int64)
+    df = np.zeros(len(keys), dtype=np.int64)
+    low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
+    shard = np.int64(-1)
+    for i in range(len(keys)):
+        owner = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
+        if owner != shard:  # keys come sorted: each shard's keys are one run
+            shard = owner
+            key_words, posting_words = _words(key_table, shard), _words(posting_table, shard)
+            frequent = _words(frequent_table, shard)
+            p, q = key_params[shard], posting_params[shard]
+        rank = _find_one(key_words, p[0], p[1], p[2], p[3], p[4], p[5], keys[i] & low_mask)
+        if rank < 0:
+            continue
+        rows[i] = rank + row_base[shard]
+        if cap == 2:
+            df[i] = np.int64(1 + ((frequent[rank >> 6] >> np.uint64(rank & 63)) & _U1))
+        else:
+            start, stop = _row_bounds_one(posting_words, q[0], q[1], q[2], q[3], q[4], q[5], rank, width, cap)
+            df[i] = stop - start
+    return rows, df
+
+
+@nb.njit(cache=True, nogil=True)
+def _rows_documents(
+    posting_table: np.ndarray, posting_params: np.ndarray, row_base: np.ndarray, width: np.uint64, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The posting lists of ``rows`` (level-wide row numbers, valid): each row's length, and
+    its documents concatenated in the order of ``rows``."""
+    lengths = np.zeros(len(rows), dtype=np.int64)
+    firsts = np.zeros(len(rows), dtype=np.int64)
+    positions = np.zeros(len(rows), dtype=np.int64)
+    shards = np.searchsorted(row_base, rows, side="right") - 1
+    for i in range(len(rows)):
+        q = posting_params[shards[i]]
+        words = _words(posting_table, shards[i])
+        local = rows[i] - row_base[shards[i]]
+        start, stop = _row_bounds_one(words, q[0], q[1], q[2], q[3], q[4], q[5], local, width, 0)
+        firsts[i] = start
+        lengths[i] = stop - start
+        positions[i] = _lower_bound(words, q[0], q[1], q[2], q[3], q[4], q[5], np.uint64(local) * width)[1]
+    documents = np.empty(lengths.sum(), dtype=np.int64)
+    at = 0
+    for i in range(len(rows)):
+        q = posting_params[shards[i]]
+        words = _words(posting_table, shards[i])
+        low = np.uint64(rows[i] - row_base[shards[i]]) * width
+        position = positions[i]
+        for j in range(lengths[i]):
+            position = _next_bit(words, q[3], q[4], position + 1 if j else position, True)
+            rank = firsts[i] + j
+            value = (np.uint64(position - rank) << np.uint64(q[1])) | _low(words, q[1], rank)
+            documents[at] = np.int64(value - low)
+            at += 1
+    return lengths, documents
 
 
 @nb.njit(cache=True, nogil=True)
@@ -334,6 +437,12 @@ class EliasFano:
     def __len__(self) -> int:
         return self.layout.count
 
+    @property
+    def params(self) -> tuple[int, int, int, int, int, int]:
+        """The layout as the compiled searches take it: count, low bits, buckets, the high
+        and sample parts' first words, the sample shift."""
+        return self._args[1:]
+
     def find(self, needles: np.ndarray) -> np.ndarray:
         """Rank of each needle among the (distinct) values, or -1 where it is absent."""
         return _find_many(*self._args, np.ascontiguousarray(needles, dtype=np.uint64))
@@ -348,6 +457,55 @@ class EliasFano:
 
     def decode_all(self) -> np.ndarray:
         return self.decode_from(0, self.layout.count)
+
+
+class ShardedLevel:
+    """One level's key and posting sequences and frequent bits, one of each per shard.
+
+    A compiled loop cannot take a Python list of arrays (numba's typed list costs over a
+    second to set up in every process), so each kind of array is passed as a table of
+    ``(address, length)`` rows that the kernel views with ``numba.carray``; this object
+    holds the arrays, which keeps every address valid. ``lookup`` sorts and deduplicates
+    the keys (a text's common words are searched once), so each shard's keys form one run.
+    """
+
+    def __init__(
+        self, keys: Sequence[EliasFano], postings: Sequence[EliasFano], frequent: Sequence[np.ndarray], width: int
+    ) -> None:
+        self.shard_bits = max(0, len(keys).bit_length() - 1)
+        if len(keys) != 1 << self.shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
+            raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards: need a power of two of each")
+        if any(len(bits) != (len(k) + 63) // 64 for k, bits in zip(keys, frequent)):
+            raise ValueError("a shard's frequent bits do not have one bit per key")
+        self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
+        self.width = np.uint64(max(1, width))
+        self._arrays = [np.ascontiguousarray(array, dtype=np.uint64) for array in (
+            *(k.words for k in keys), *(p.words for p in postings), *frequent
+        )]
+        shards = len(keys)
+        self._key_table, self._posting_table, self._frequent_table = (
+            _address_table(self._arrays[i * shards : (i + 1) * shards]) for i in range(3)
+        )
+        self._key_params = np.array([k.params for k in keys], dtype=np.int64)
+        self._posting_params = np.array([p.params for p in postings], dtype=np.int64)
+
+    def documents(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The posting lists of ``rows`` (valid level-wide rows): lengths, and documents concatenated."""
+        return _rows_documents(self._posting_table, self._posting_params, self.row_base, self.width, np.asarray(rows, dtype=np.int64))
+
+    def lookup(self, needles: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each needle (-1 when absent) and its df, capped at ``cap`` when ``cap`` > 0."""
+        unique, inverse = np.unique(np.asarray(needles, dtype=np.uint64), return_inverse=True)
+        rows, df = _lookup_sharded(
+            self._key_table, self._key_params, self._posting_table, self._posting_params, self._frequent_table,
+            self.row_base, self.shard_bits, self.width, unique, cap,
+        )
+        return rows[inverse], df[inverse]
+
+
+def _address_table(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """``(data address, length)`` of each array (an empty one's words are never read)."""
+    return np.array([(array.ctypes.data, len(array)) for array in arrays], dtype=np.uint64).reshape(-1, 2)
 
 
 # --- fixed-width packing (the forward store) --------------------------------------------

@@ -8,6 +8,8 @@ index, so that directory must be on a file system every worker sees (the default
 the output, is; with ``--scheduler`` choose ``--work-dir`` on shared storage). A task that
 raises or whose worker dies is retried (``retries``); if it still fails, the build stops
 with the task's error and the partial index is removed, so no half-written index is left.
+A corpus given as URLs (``s3://``, ``https://``, ...) is opened by each worker itself with
+fsspec and its own credentials; only the URL travels with the task (``corpus.py``).
 
 The tasks carry the index secret to the workers (to digest tokens); on a network that is
 not trusted, use a ``tls://`` scheduler address so Dask encrypts its traffic.

@@ -6,6 +6,7 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
     shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
                                      Elias–Fano coded keys then postings (``codec.py``)
+    shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2
     forward.rows, forward.offsets    only in an updatable index: each document's tokens as
                                      level-1 rows (``forward.py``)
     delta-<d>/                       only after ``delink index --update``: one delta each
@@ -15,7 +16,7 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
 An index with deltas is format 4 (a format-3 reader must not answer from its base
 alone); ``delink compact`` merges them and writes format 3 again. Both are read.
 
-The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shards.py``),
+The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shard_of``),
 so a lookup goes to one shard. Each shard-level file is two Elias–Fano sequences — the
 sorted keys and the (row, document) postings — whose layouts the manifest records.
 
@@ -37,6 +38,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ...errors import IndexFormatError
 from .hashing import mac_matches, manifest_mac
@@ -81,9 +84,32 @@ def shard_file(shard: int, level: int) -> str:
     return f"shard-{shard:04d}.level-{level}.ef"
 
 
+def shard_of(keys: np.ndarray, shard_bits: int) -> np.ndarray:
+    """The shard of each key: its top ``shard_bits`` bits."""
+    if shard_bits == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
+
+
+def frequent_file(shard: int, level: int) -> str:
+    """One bit per row of ``shard_file(shard, level)``: whether that n-gram's df is at least 2.
+
+    At k = 2 this bit is all a lookup needs beyond the key's row, so it reads one word
+    instead of searching the postings for the row's bounds.
+    """
+    return f"shard-{shard:04d}.level-{level}.frequent"
+
+
+def frequent_words(df: np.ndarray) -> np.ndarray:
+    """The ``frequent_file`` words for rows with these dfs: bit ``r % 64`` of word ``r // 64``."""
+    bits = np.packbits(np.asarray(df) >= 2, bitorder="little")
+    return np.concatenate([bits, np.zeros(-len(bits) % 8, dtype=np.uint8)]).view("<u8")
+
+
 def array_names(max_n: int, shard_bits: int) -> list[str]:
     """Every array an index of these dimensions lists, id digests first."""
-    return [DOC_ID_DIGESTS, *(shard_file(s, n) for n in range(1, max_n + 1) for s in range(1 << shard_bits))]
+    levels = [(s, n) for n in range(1, max_n + 1) for s in range(1 << shard_bits)]
+    return [DOC_ID_DIGESTS, *(shard_file(s, n) for s, n in levels), *(frequent_file(s, n) for s, n in levels)]
 
 
 def delta_folder(number: int) -> str:

@@ -31,7 +31,7 @@ from . import codec
 from .format import FORWARD_OFFSETS as OFFSETS
 from .hashing import ForwardCipher
 from .format import FORWARD_ROWS as ROWS
-from .levels import shard_of
+from .format import shard_of
 from .shards import WorkStore, kept_keys_name, write_durable
 
 #: Segment room is capped like the build's (``shards._REMAINING_CAP``): n-grams are short.

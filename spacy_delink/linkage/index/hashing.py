@@ -89,14 +89,16 @@ class TokenHasher:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
-        self._secret = secret
+        #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
+        self._keyed = hashlib.blake2b(digest_size=8, key=secret)
         self.vocabulary = Vocabulary(fold_ascii=tokenizer.rules.casefold, limit=cache_limit)
         self._lock = threading.Lock()
 
     def digest(self, form: str) -> int:
         """The keyed digest of one search form."""
-        data = form.encode("utf-8", "surrogatepass")
-        return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=self._secret).digest(), "little")
+        state = self._keyed.copy()
+        state.update(form.encode("utf-8", "surrogatepass"))
+        return int.from_bytes(state.digest(), "little")
 
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
         """uint64 keyed digests of each token's search form."""

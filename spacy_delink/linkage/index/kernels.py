@@ -9,13 +9,17 @@ tokenizer's own pass over the characters lives in ``tokenize.py``.
 * ``Vocabulary``: a hash table from a token's code points (ASCII-lowercased when the
   rules casefold) to a dense id, so that the keyed digest of each distinct token is
   computed once in Python and every other occurrence is an array gather.
-* ``extend``: the n-gram key chaining step (an n-gram key from its prefix key and last token).
+* ``extend``: the n-gram key chaining step (an n-gram key from its prefix key and last token);
+  ``extend_positions``: a level's surviving positions and their keys (the reduction and
+  the chaining in one pass, where numpy needed six passes with temporaries).
 * ``group``: the distinct keys, document frequencies and posting lists of one sorted
-  batch of (key, document) pairs, and each pair's df, in one pass.
+  batch of (key, document) pairs, and each pair's df, in one pass (on several threads
+  when asked: the loops release the GIL).
 """
 from __future__ import annotations
 
-from typing import Union
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Union
 
 import numba as nb
 import numpy as np
@@ -240,34 +244,68 @@ def extend(prefix: np.ndarray, token: np.ndarray) -> np.ndarray:
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def extend_positions(
+    previous: np.ndarray, previous_keys: np.ndarray, frequent: np.ndarray, remaining: np.ndarray, tok: np.ndarray, level: Int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions whose ``level``-grams survive the reduction, and their keys, in one pass.
+
+    Position ``previous[i]`` survives when the (level−1)-grams at it and at the next position
+    (``previous[i + 1]``) are both ``frequent`` and its segment has room for ``level`` tokens.
+    """
+    count = max(len(previous) - 1, 0)
+    positions = np.empty(count, dtype=np.uint32)
+    keys = np.empty(count, dtype=np.uint64)
+    kept = 0
+    for i in range(count):
+        position = np.int64(previous[i])
+        if frequent[i] and frequent[i + 1] and np.int64(previous[i + 1]) == position + 1 and remaining[position] >= level:
+            positions[kept] = position
+            keys[kept] = mix(previous_keys[i], tok[position + level - 1])
+            kept += 1
+    return positions[:kept].copy(), keys[:kept].copy()
+
+
 _INDEX_BITS = 24
 _INDEX_MASK = np.uint64((1 << _INDEX_BITS) - 1)
 
 
 @nb.njit(cache=True, nogil=True)
-def _partition(keys: np.ndarray, docs: np.ndarray, shift: Int, buckets: Int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stable scatter of the pairs into ``buckets`` key ranges (``(key >> shift) % buckets``).
-
-    Returns the bucket bounds, the keys in bucket order, and for each of them one word:
-    its document in the high 32 bits, its input index in the low 32 bits.
-    """
-    count = len(keys)
-    bounds = np.zeros(buckets + 1, dtype=np.int64)
+def _bucket_counts(keys: np.ndarray, shift: Int, buckets: Int) -> np.ndarray:
+    """How many keys fall in each of ``buckets`` key ranges (``(key >> shift) % buckets``)."""
+    counts = np.zeros(buckets, dtype=np.int64)
     mask = np.uint64(buckets - 1)
-    for i in range(count):
-        bounds[np.int64((keys[i] >> np.uint64(shift)) & mask) + 1] += 1
-    for bucket in range(buckets):
-        bounds[bucket + 1] += bounds[bucket]
-    cursor = bounds[:-1].copy()
-    out_keys = np.empty(count, dtype=np.uint64)
-    out_items = np.empty(count, dtype=np.uint64)
-    for i in range(count):
+    for i in range(len(keys)):
+        counts[np.int64((keys[i] >> np.uint64(shift)) & mask)] += 1
+    return counts
+
+
+@nb.njit(cache=True, nogil=True)
+def _scatter(
+    keys: np.ndarray, docs: np.ndarray, first: Int, shift: Int, cursor: np.ndarray, out_keys: np.ndarray, out_items: np.ndarray
+) -> None:
+    """Stable scatter of one chunk of the pairs (input index ``first`` on) to its bucket cursors.
+
+    Each pair's key goes to ``out_keys``, and one word to ``out_items``: its document in the
+    high 32 bits, its input index in the low 32 bits.
+    """
+    mask = np.uint64(len(cursor) - 1)
+    for i in range(len(keys)):
         b = np.int64((keys[i] >> np.uint64(shift)) & mask)
         at = cursor[b]
         out_keys[at] = keys[i]
-        out_items[at] = (np.uint64(docs[i]) << np.uint64(32)) | np.uint64(i)
+        out_items[at] = (np.uint64(docs[i]) << np.uint64(32)) | np.uint64(first + i)
         cursor[b] = at + 1
-    return bounds, out_keys, out_items
+
+
+@nb.njit(cache=True, nogil=True)
+def _pack(keys: np.ndarray) -> np.ndarray:
+    """(top 40 key bits | index) words of one bucket, to be sorted."""
+    packed = np.empty(len(keys), dtype=np.uint64)
+    top = ~_INDEX_MASK
+    for i in range(len(keys)):
+        packed[i] = (keys[i] & top) | np.uint64(i)
+    return packed
 
 
 @nb.njit(cache=True, nogil=True)
@@ -340,8 +378,17 @@ def _group_bucket(
 _BUCKET_PAIRS = 1 << 14
 
 
+def _on_threads(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    """``function(*args)`` for each call, on one thread per call beyond the first (the kernels release the GIL)."""
+    if len(calls) == 1:
+        return [function(*calls[0])]
+    with ThreadPoolExecutor(len(calls) - 1, thread_name_prefix="delink-group") as pool:
+        others = [pool.submit(function, *args) for args in calls[1:]]
+        return [function(*calls[0])] + [future.result() for future in others]
+
+
 def group(
-    keys: np.ndarray, docs: np.ndarray, key_bits: int = 64
+    keys: np.ndarray, docs: np.ndarray, key_bits: int = 64, threads: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct keys (ascending), their df, their posting lists (concatenated), each pair's df.
 
@@ -352,6 +399,10 @@ def group(
     bucket is sorted by numpy's SIMD value sort on (top 40 key bits | 24-bit index) words,
     ~6x faster than ``argsort``, and grouped in one compiled pass. Buckets are contiguous
     key ranges, so their outputs concatenate in key order.
+
+    ``threads`` > 1 splits both steps: the scatter by input chunks (each chunk's pairs go
+    after the earlier chunks' in every bucket, so it stays stable), the grouping by runs
+    of buckets. The result does not depend on it.
     """
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     docs = np.ascontiguousarray(docs, dtype=np.uint32)
@@ -361,21 +412,48 @@ def group(
     bucket_bits = 0
     while (count >> bucket_bits) > _BUCKET_PAIRS and bucket_bits < min(20, key_bits):
         bucket_bits += 1
-    bounds, bucket_keys, items = _partition(keys, docs, key_bits - bucket_bits, 1 << bucket_bits)
+    shift = key_bits - bucket_bits
+    threads = max(1, min(threads, count >> 16))
+    chunks = [count * t // threads for t in range(threads + 1)]
+    per_chunk = np.array(_on_threads(_bucket_counts, [(keys[a:b], shift, 1 << bucket_bits) for a, b in zip(chunks, chunks[1:])]))
+    bounds = np.zeros((1 << bucket_bits) + 1, dtype=np.int64)
+    np.cumsum(per_chunk.sum(axis=0), out=bounds[1:])
+    cursors = bounds[:-1] + np.cumsum(per_chunk, axis=0) - per_chunk
+    bucket_keys = np.empty(count, dtype=np.uint64)
+    items = np.empty(count, dtype=np.uint64)
+    _on_threads(
+        _scatter, [(keys[a:b], docs[a:b], a, shift, cursors[t], bucket_keys, items) for t, (a, b) in enumerate(zip(chunks, chunks[1:]))]
+    )
     unique = np.empty(count, dtype=np.uint64)
     df = np.empty(count, dtype=np.uint32)
     postings = np.empty(count, dtype=np.uint32)
     pair_df = np.empty(count, dtype=np.uint32)
-    groups: Int = 0
-    written: Int = 0
-    not_index = ~_INDEX_MASK
-    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        if start == stop:
-            continue
-        if stop - start >= 1 << _INDEX_BITS:
-            raise ValueError(f"{stop - start:,} pairs in one key range; the keys are not uniform hashes")
-        part = bucket_keys[start:stop]
-        packed = (part & not_index) | np.arange(stop - start, dtype=np.uint64)
-        packed.sort()
-        groups, written = _group_bucket(packed, part, items[start:stop], unique, df, postings, pair_df, groups, written)
-    return unique[:groups].copy(), df[:groups].copy(), postings[:written].copy(), pair_df
+
+    def group_buckets(first: int, stop: int) -> tuple[int, int, int]:
+        """Buckets ``first``..``stop - 1``: their outputs from the run's first pair on (a key has at least one pair)."""
+        offset = int(bounds[first])
+        groups: Int = offset
+        written: Int = offset
+        for low, high in zip(bounds[first:stop].tolist(), bounds[first + 1 : stop + 1].tolist()):
+            if low == high:
+                continue
+            if high - low >= 1 << _INDEX_BITS:
+                raise ValueError(f"{high - low:,} pairs in one key range; the keys are not uniform hashes")
+            part = bucket_keys[low:high]
+            packed = _pack(part)
+            packed.sort()
+            groups, written = _group_bucket(packed, part, items[low:high], unique, df, postings, pair_df, groups, written)
+        return offset, int(groups), int(written)
+
+    cuts = np.searchsorted(bounds, [count * t // threads for t in range(threads + 1)]).tolist()
+    cuts[0], cuts[-1] = 0, 1 << bucket_bits
+    runs = _on_threads(group_buckets, list(zip(cuts, cuts[1:])))
+    if len(runs) == 1:
+        offset, groups, written = runs[0]
+        return unique[:groups].copy(), df[:groups].copy(), postings[:written].copy(), pair_df
+    return (
+        np.concatenate([unique[offset:groups] for offset, groups, _ in runs]),
+        np.concatenate([df[offset:groups] for offset, groups, _ in runs]),
+        np.concatenate([postings[offset:written] for offset, _, written in runs]),
+        pair_df,
+    )

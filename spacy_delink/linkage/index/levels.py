@@ -15,13 +15,6 @@ from . import codec
 from .format import LAYOUT_FIELDS
 
 
-def shard_of(keys: np.ndarray, shard_bits: int) -> np.ndarray:
-    """The shard of each key: its top ``shard_bits`` bits."""
-    if shard_bits == 0:
-        return np.zeros(len(keys), dtype=np.int64)
-    return (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
-
-
 class Level:
     """The stored n-grams of one length, across shards: ``lookup`` and ``documents``.
 
@@ -31,38 +24,29 @@ class Level:
     ``documents`` asks for it.
     """
 
-    def __init__(self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], shard_bits: int, documents: int) -> None:
-        if len(keys) != 1 << shard_bits or len(postings) != len(keys):
-            raise ValueError(f"{len(keys)} key and {len(postings)} posting shards for {1 << shard_bits} shards")
+    def __init__(
+        self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], frequent: list[np.ndarray], shard_bits: int,
+        documents: int,
+    ) -> None:
+        if len(keys) != 1 << shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
+            raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards for {1 << shard_bits} shards")
         self._keys = keys
         self._postings = postings
         self.shard_bits = shard_bits
         self.width = max(1, documents)
-        self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
-        self._low_mask = np.uint64((1 << (64 - shard_bits)) - 1) if shard_bits else np.uint64(0xFFFFFFFFFFFFFFFF)
+        self._search = codec.ShardedLevel(keys, postings, frequent, self.width)
+        self.row_base = self._search.row_base
 
     def __len__(self) -> int:
         return int(self.row_base[-1])
 
-    def _lookup_shard(self, shard: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ranks = self._keys[shard].find(keys & self._low_mask)
-        starts, stops = self._postings[shard].row_bounds(ranks, self.width)
-        df = stops - starts
-        rows = np.where(ranks >= 0, ranks + self.row_base[shard], -1)
-        return rows, df
+    def lookup(self, keys: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0), capped at
+        ``cap`` when ``cap`` > 0 (a threshold k <= cap needs no more, and it is cheaper).
 
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row of each key (-1 when not stored) and its document frequency (0)."""
-        keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        if self.shard_bits == 0:
-            return self._lookup_shard(0, keys)
-        rows = np.full(len(keys), -1, dtype=np.int64)
-        df = np.zeros(len(keys), dtype=np.int64)
-        owner = shard_of(keys, self.shard_bits)
-        for shard in np.unique(owner).tolist():
-            chosen = owner == shard
-            rows[chosen], df[chosen] = self._lookup_shard(shard, keys[chosen])
-        return rows, df
+        Repeated keys (a text's common words) are searched once (``codec.ShardedLevel``).
+        """
+        return self._search.lookup(keys, cap)
 
     def documents(self, row: int) -> np.ndarray:
         """Document numbers of one row's posting list (sorted)."""
@@ -71,6 +55,16 @@ class Level:
             raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
         shard = int(np.searchsorted(self.row_base, row, side="right")) - 1
         return row_documents(self._postings[shard], row - int(self.row_base[shard]), self.width)
+
+    def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
+        """``documents`` of each row, decoded in one compiled call (a detection asks for every candidate's)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return []
+        if not (0 <= int(rows.min()) and int(rows.max()) < len(self)):
+            raise IndexError(f"a row of {rows.tolist()} is not in this level ({len(self)} rows)")
+        lengths, documents = self._search.documents(rows)
+        return np.split(documents.astype(np.uint32), np.cumsum(lengths)[:-1])
 
     def keys_by_row(self) -> np.ndarray:
         """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
@@ -125,10 +119,11 @@ class UpdatedLevel:
     def __len__(self) -> int:
         return self.deltas[-1].stop if self.deltas else len(self.base)
 
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row of each key (-1 when not stored) and its document frequency (0)."""
+    def lookup(self, keys: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each key (-1 when not stored) and its document frequency (0), capped at
+        ``cap`` when ``cap`` > 0, as ``Level.lookup``."""
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        rows, df = self.base.lookup(keys)
+        rows, df = self.base.lookup(keys, cap)
         for delta in self.deltas:
             known = np.flatnonzero(rows >= 0)
             if len(known) and len(delta.additions):
@@ -141,7 +136,7 @@ class UpdatedLevel:
                 starts, stops = delta.postings.row_bounds(ranks, delta.width)
                 rows[missing[found]] = ranks[found] + delta.row_base
                 df[missing[found]] = (stops - starts)[found]
-        return rows, df
+        return rows, (np.minimum(df, cap) if cap > 0 else df)
 
     def documents(self, row: int) -> np.ndarray:
         """Document numbers of one row's posting list (sorted), across the segments."""
@@ -156,6 +151,10 @@ class UpdatedLevel:
             parts, later = [row_documents(delta.postings, row - delta.row_base, delta.width)], self.deltas[owner + 1 :]
         parts += [row_documents(delta.additions, row, delta.width) for delta in later]
         return np.concatenate(parts)
+
+    def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
+        """``documents`` of each row (across the segments: row by row)."""
+        return [self.documents(row) for row in np.asarray(rows, dtype=np.int64).tolist()]
 
     def keys_by_row(self) -> np.ndarray:
         """Every stored key in row order, decoded (for updates and compaction, not for queries)."""

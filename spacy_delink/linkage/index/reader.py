@@ -26,6 +26,7 @@ from .format import (
     base_documents,
     default_ids_path,
     delta_level_file,
+    frequent_file,
     load_manifest,
     required_arrays,
     shard_file,
@@ -144,7 +145,12 @@ class CorpusIndex:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             keys.append(key_part)
             postings.append(posting_part)
-        base = Level(keys, postings, self.shard_bits, self.base_documents)
+            if len(arrays[frequent_file(shard, n)]) != (len(key_part) + 63) // 64:
+                raise IndexFormatError(
+                    f"index {self.path}: {frequent_file(shard, n)} does not have one bit per row of {name}; rebuild it with `delink index`"
+                )
+        frequent = [arrays[frequent_file(shard, n)] for shard in range(1 << self.shard_bits)]
+        base = Level(keys, postings, frequent, self.shard_bits, self.base_documents)
         if not self.deltas:
             return base
         deltas: list[DeltaLevel] = []

@@ -12,9 +12,15 @@ the same tasks run in this process (``ThreadRunner``) or on Dask workers
      their n-gram keys (chained from level n−1), and the (key, document) pairs of each
      shard — shard ``s`` holds the keys whose top ``shard_bits`` bits are ``s``;
    * ``count_level`` (per shard): the partitions' pairs in partition order (so documents
-     ascend), grouped by key (``kernels.group``): distinct keys, df and posting lists,
-     Elias–Fano coded into the shard's level file (``codec.py``); and, per partition, a
-     flag per pair: df ≥ 2, which the next level's ``emit_level`` reads back.
+     ascend), grouped by key (``kernels.group``): distinct keys, df and posting lists;
+     and, per partition, a flag per pair: df ≥ 2, which the next level's ``emit_level``
+     reads back;
+   * ``write_level`` (per shard): those rows Elias–Fano coded into the shard's level file
+     (``codec.py``). Nothing of the next level waits for it, so it runs beside it.
+
+In this process the tasks share a pool of threads (2 by default): the partitions are
+tokenized while the corpus is still being read, and when there are fewer shards than
+threads ``count_level`` spreads one grouping over the idle ones.
 
 **Reduction** (lossless, see ``builder.py``): an n-gram (n ≥ 2) is counted only where
 both its (n−1)-gram prefix and suffix have df ≥ 2 in the whole corpus — the flags above.
@@ -42,9 +48,8 @@ import numpy as np
 from ...corpus import CorpusStats, DocId, read_documents
 from ..tokenize import LinkageRules, Tokenizer
 from . import codec, kernels
-from .format import shard_file
+from .format import frequent_file, frequent_words, shard_file, shard_of
 from .hashing import TokenHasher
-from .levels import shard_of
 
 #: Default tokens per shard: a shard's level-1 pairs (~24 bytes each) stay near 400 MB.
 SHARD_TOKENS = 1 << 24
@@ -53,6 +58,10 @@ MAX_SHARD_BITS = 10
 BYTES_PER_PAIR = 56
 #: Texts tokenized in one vectorized pass.
 BATCH_CHARS = 1 << 20
+#: Characters per partition of a stream read in this process (at most; less with a small
+#: budget): small enough that the threads tokenize while the rest is still being read and
+#: that the last partitions leave little imbalance between them.
+PARTITION_CHARS = 1 << 22
 _REMAINING_CAP = 255
 
 
@@ -164,11 +173,17 @@ def _encode(tokenizer: Tokenizer, hasher: TokenHasher, texts: list[str]) -> tupl
 
 def tokenize_documents(
     store: WorkStore, partition: int, documents: Iterable[tuple[DocId, str]], rules: LinkageRules, secret: bytes,
-    vocabulary_limit: int,
+    vocabulary_limit: int, hasher: TokenHasher | None = None,
 ) -> PartitionResult:
-    """Tokenize one partition's documents into ``p<partition>.{tok,rem,doc}``."""
-    tokenizer = Tokenizer(rules)
-    hasher = TokenHasher(tokenizer, secret, vocabulary_limit)
+    """Tokenize one partition's documents into ``p<partition>.{tok,rem,doc}``.
+
+    ``hasher`` (a ``TokenHasher`` for ``rules`` and ``secret``) may be shared by the
+    partitions of an in-process build, so that each distinct token is digested once; the
+    digests, hence the outputs, are the same with or without it.
+    """
+    if hasher is None:
+        hasher = TokenHasher(Tokenizer(rules), secret, vocabulary_limit)
+    tokenizer = hasher.tokenizer
     doc_ids: list[DocId] = []
     digests: list[np.ndarray] = []
     remaining: list[np.ndarray] = []
@@ -232,10 +247,9 @@ def extend_level(
     A position survives when the (n−1)-grams at it and at the next position are both
     ``frequent`` (df ≥ 2) and its segment has room for ``level`` tokens.
     """
-    chosen = np.flatnonzero(frequent[:-1] & frequent[1:] & (previous[1:] == previous[:-1] + 1))
-    chosen = chosen[remaining[previous[chosen]] >= level]
-    positions = previous[chosen]
-    return positions, kernels.extend(previous_keys[chosen], tok[positions.astype(np.int64) + (level - 1)])
+    return kernels.extend_positions(
+        np.ascontiguousarray(previous, dtype=np.uint32), previous_keys, np.ascontiguousarray(frequent, dtype=bool), remaining, tok, level
+    )
 
 
 def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shard_bits: int) -> int:
@@ -247,12 +261,16 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
     """
     prefix = f"p{partition:05d}"
     tok = store.get(f"{prefix}.tok", np.uint64)
-    if level == 1:
-        positions = np.arange(len(tok), dtype=np.uint32)
+    doc = store.get(f"{prefix}.doc", np.uint32)
+    if level == 1:  # every position, keyed by its token: nothing to store beyond the pairs
         keys = tok
+        docs = doc + np.uint32(doc_base)
     else:
-        previous = store.get(f"{prefix}.n{level - 1}.pos", np.uint32)
-        previous_keys = store.get(f"{prefix}.n{level - 1}.keys", np.uint64)
+        if level == 2:
+            previous, previous_keys = np.arange(len(tok), dtype=np.uint32), tok
+        else:
+            previous = store.get(f"{prefix}.n{level - 1}.pos", np.uint32)
+            previous_keys = store.get(f"{prefix}.n{level - 1}.keys", np.uint64)
         if shard_bits == 0:
             frequent = store.get(_flags_name(0, level - 1, partition), np.uint8).view(bool)
         else:
@@ -261,9 +279,9 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
             for shard in range(1 << shard_bits):
                 frequent[owner == shard] = store.get(_flags_name(shard, level - 1, partition), np.uint8).view(bool)
         positions, keys = extend_level(previous, previous_keys, frequent, store.get(f"{prefix}.rem", np.uint8), tok, level)
-    store.put(f"{prefix}.n{level}.pos", positions)
-    store.put(f"{prefix}.n{level}.keys", keys)
-    docs = store.get(f"{prefix}.doc", np.uint32)[positions] + np.uint32(doc_base)
+        store.put(f"{prefix}.n{level}.pos", positions)
+        store.put(f"{prefix}.n{level}.keys", keys)
+        docs = doc[positions] + np.uint32(doc_base)
     if shard_bits == 0:
         store.put(_pairs_name(partition, level, 0, "keys"), keys)
         store.put(_pairs_name(partition, level, 0, "docs"), docs)
@@ -296,6 +314,13 @@ class LevelFile:
     ngrams: int
     postings_count: int
     sha256: str
+    #: The SHA-256 of its ``frequent_file`` (one bit per row: df >= 2).
+    frequent_sha256: str
+
+    def frequent_dict(self) -> dict[str, Any]:
+        """The ``frequent_file``'s entry in the manifest's array table."""
+        words = (self.ngrams + 63) // 64
+        return {"dtype": "<u8", "length": words, "bytes": 8 * words, "sha256": self.frequent_sha256}
 
     def to_dict(self) -> dict[str, Any]:
         """The file's entry in the manifest's array table."""
@@ -319,35 +344,57 @@ def code_rows(
     return codec.encode(keys, key_universe, codec.KEY_SAMPLE_SHIFT), codec.encode(values, max(1, rows * width))
 
 
-def count_level(
-    store: WorkStore, out: str, shard: int, level: int, partitions: int, shard_bits: int, documents: int, last: bool,
-    keep_keys: bool = False,
-) -> LevelFile:
-    """Group one shard's pairs of one level; write its coded level and the df ≥ 2 flags.
+def _rows_name(shard: int, level: int, kind: str) -> str:
+    return f"s{shard:04d}.n{level}.{kind}"
 
-    ``keep_keys`` leaves the shard's distinct keys in the store (the forward store's rows).
+
+def count_level(
+    store: WorkStore, shard: int, level: int, partitions: int, shard_bits: int, last: bool, threads: int = 1
+) -> int:
+    """Group one shard's pairs of one level: its rows (for ``write_level``) and the df ≥ 2 flags.
+
+    Returns the number of rows. ``threads`` is how many threads the grouping may use (it
+    does not change the result).
     """
     parts_keys = [store.get(_pairs_name(p, level, shard, "keys"), np.uint64) for p in range(partitions)]
     parts_docs = [store.get(_pairs_name(p, level, shard, "docs"), np.uint32) for p in range(partitions)]
     keys = np.concatenate(parts_keys) if partitions > 1 else parts_keys[0]
     docs = np.concatenate(parts_docs) if partitions > 1 else parts_docs[0]
-    unique, df, postings, pair_df = kernels.group(keys, docs, key_bits=64 - shard_bits)
+    unique, df, postings, pair_df = kernels.group(keys, docs, key_bits=64 - shard_bits, threads=threads)
     if not last:
         flags = (pair_df >= 2).view(np.uint8)
         bounds = np.cumsum([0] + [len(k) for k in parts_keys]).tolist()
         for p in range(partitions):
             store.put(_flags_name(shard, level, p), flags[bounds[p] : bounds[p + 1]])
     del keys, docs, parts_keys, parts_docs, pair_df
-    if keep_keys:
-        store.put(kept_keys_name(shard, level), unique)
-    base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
-    (key_layout, key_words), (posting_layout, posting_words) = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents)
-    rows = len(unique)
-    sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([key_words, posting_words]))
+    store.put(kept_keys_name(shard, level), unique)
+    store.put(_rows_name(shard, level, "df"), df)
+    store.put(_rows_name(shard, level, "postings"), postings)
     for p in range(partitions):
         for kind in ("keys", "docs"):
             store.drop(_pairs_name(p, level, shard, kind))
-    return LevelFile(shard, level, key_layout, posting_layout, rows, len(postings), sha256)
+    return len(unique)
+
+
+def write_level(store: WorkStore, out: str, shard: int, level: int, shard_bits: int, documents: int, keep_keys: bool = False) -> LevelFile:
+    """Code the rows ``count_level`` left for one shard's level into its level file (and the frequent bits).
+
+    It depends on nothing the next level computes, so it runs while that level is emitted
+    and counted. ``keep_keys`` leaves the shard's distinct keys in the store (the forward
+    store's rows).
+    """
+    unique = store.get(kept_keys_name(shard, level), np.uint64)
+    df = store.get(_rows_name(shard, level, "df"), np.uint32)
+    postings = store.get(_rows_name(shard, level, "postings"), np.uint32)
+    base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
+    (key_layout, key_words), (posting_layout, posting_words) = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents)
+    sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([key_words, posting_words]))
+    frequent_sha256 = write_durable(Path(out) / frequent_file(shard, level), frequent_words(df))
+    if not keep_keys:
+        store.drop(kept_keys_name(shard, level))
+    store.drop(_rows_name(shard, level, "df"))
+    store.drop(_rows_name(shard, level, "postings"))
+    return LevelFile(shard, level, key_layout, posting_layout, len(unique), len(postings), sha256, frequent_sha256)
 
 
 # --- running the tasks -----------------------------------------------------------------
@@ -362,6 +409,10 @@ class Runner:
     def submit(self, function: Callable[..., Any], *args: Any) -> Any:
         """Start one task; the returned future's ``result()`` waits for it."""
         raise NotImplementedError
+
+    def task_threads(self, tasks: int) -> int:
+        """Threads each of ``tasks`` tasks run at once may use (a Dask worker runs one task per thread)."""
+        return 1
 
     def ordered(self, function: Callable[..., Any], arguments: Iterable[tuple[Any, ...]], in_flight: int) -> Iterator[Any]:
         """``function(*args)`` for each argument tuple, results in input order, at most
@@ -388,6 +439,10 @@ class ThreadRunner(Runner):
     def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
         return self._pool.submit(function, *args)
 
+    def task_threads(self, tasks: int) -> int:
+        """The pool's threads that fewer tasks than threads (one shard) would leave idle, shared out."""
+        return max(1, self.threads // max(1, tasks))
+
     def close(self) -> None:
         self._pool.shutdown(cancel_futures=True)
 
@@ -410,7 +465,8 @@ class Levels:
         return sum(file.postings_count for file in self.files)
 
     def arrays(self) -> dict[str, dict[str, Any]]:
-        return {shard_file(f.shard, f.level): f.to_dict() for f in self.files}
+        tables = {shard_file(f.shard, f.level): f.to_dict() for f in self.files}
+        return {**tables, **{frequent_file(f.shard, f.level): f.frequent_dict() for f in self.files}}
 
 
 def count_levels(
@@ -423,7 +479,8 @@ def count_levels(
     advance: Callable[[], object] | None = None,
     keep_level1_keys: bool = False,
 ) -> Levels:
-    """Step 2 of the module docstring, level by level, each step a barrier.
+    """Step 2 of the module docstring, level by level: emit and count are barriers; each
+    level's writes run beside the next level and are waited for at the end.
 
     ``keep_level1_keys`` leaves each shard's distinct level-1 keys in the store
     (``kept_keys_name``), which the forward store's tasks read.
@@ -432,26 +489,28 @@ def count_levels(
     documents = bases[-1]
     count = len(partitions)
     shards = list(range(1 << shard_bits))
-    files: list[LevelFile] = []
+    writes: list[Any] = []
     for level in range(1, max_n + 1):
         runner.map(emit_level, [store] * count, list(range(count)), [level] * count, bases[:-1], [shard_bits] * count)
         if level > 1:
             runner.map(drop_level, [store] * count, list(range(count)), [level - 1] * count, [shard_bits] * count)
-        files += runner.map(
+        runner.map(
             count_level,
             [store] * len(shards),
-            [str(out)] * len(shards),
             shards,
             [level] * len(shards),
             [count] * len(shards),
             [shard_bits] * len(shards),
-            [documents] * len(shards),
             [level == max_n] * len(shards),
-            [keep_level1_keys and level == 1] * len(shards),
+            [runner.task_threads(len(shards))] * len(shards),
         )
+        writes += [
+            runner.submit(write_level, store, str(out), shard, level, shard_bits, documents, keep_level1_keys and level == 1)
+            for shard in shards
+        ]
         if advance is not None:
             advance()
-    return Levels(shard_bits, files)
+    return Levels(shard_bits, [write.result() for write in writes])
 
 
 def partitions_of(documents: Iterable[tuple[DocId, str]], chars: int) -> Iterator[list[tuple[DocId, str]]]:

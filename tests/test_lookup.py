@@ -1,0 +1,163 @@
+"""Lookups at a threshold: df capped at k, the frequent bits, batch posting lists, and what delink_risk writes.
+
+``delink_risk`` asks the index for df only up to k (``analyze(..., exact_frequent=False)``);
+at k = 2 the answer comes from one bit per stored n-gram instead of the postings. Both
+must give exactly what the full df gives for every SPEC output, on any shard count and
+after updates; the bits are checked like every other array of the index.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import spacy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import spec_oracle
+from spacy_delink.components.extensions import register_extensions, set_token_risks
+from spacy_delink.errors import IndexFormatError
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, builder
+from spacy_delink.linkage.index.format import sign
+from spacy_delink.linkage.index.keys import KeyFile
+from spacy_delink.linkage.index.update import update_index
+from spacy_delink.linkage.attack import assess_text
+from spacy_delink.linkage.ngrams import analyze, ngram_records
+from spacy_delink.linkage.tokenize import LinkageRules
+from test_tokenization import texts
+
+RULES = LinkageRules(max_n=3)
+
+
+def _level_keys(index: CorpusIndex, text: str) -> dict[int, np.ndarray]:
+    """The keys ``analyze`` looks up at each level for ``text`` (the exact analysis)."""
+    return {level.n: level.keys for level in analyze(index, text, 2).levels}
+
+
+def _outputs(index: CorpusIndex, text: str, k: int, exact: bool) -> dict[str, Any]:
+    analysis = analyze(index, text, k, exact_frequent=exact)
+    minimal = analysis.minimal_arrays()
+    maximal = analysis.maximal_columns()
+    return {  # rows are left out: an updated index numbers them otherwise than a fresh build
+        "minimal": [minimal[name].tolist() for name in ("token", "n", "start", "end", "support")],
+        "maximal": [maximal[name].tolist() for name in ("token", "n", "start", "end")],
+        "anonymity": analysis.anonymity(),
+    }
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    corpus=st.lists(texts(), min_size=1, max_size=7),
+    query=texts(),
+    shard_count=st.sampled_from([1, 2, 8]),
+    data=st.data(),
+)
+def test_capped_lookups_equal_the_full_df_capped(
+    tmp_path_factory: pytest.TempPathFactory, corpus: list[str], query: str, shard_count: int, data: st.DataObject
+) -> None:
+    """``lookup(keys, cap)`` is ``(rows, min(df, cap))`` — the frequent bits at cap 2, the
+    postings otherwise — and every SPEC output of the capped analysis equals the exact
+    one (and the brute force), on any shard count."""
+    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
+        return
+    tmp = tmp_path_factory.mktemp("capped")
+    IndexBuilder(RULES, progress=False, shards=shard_count).build([(f"d{i}", t) for i, t in enumerate(corpus)], tmp / "index")
+    index = CorpusIndex(tmp / "index")
+    text = data.draw(st.sampled_from([query, *corpus, " ".join(corpus)]))
+    for n, keys in _level_keys(index, text).items():
+        rows, df = index.levels[n].lookup(keys)
+        found = rows[rows >= 0][::-1]  # any order, repeats allowed
+        batch = index.levels[n].documents_many(found)
+        assert [b.tolist() for b in batch] == [index.levels[n].documents(r).tolist() for r in found]
+        assert [len(b) for b in batch] == df[rows >= 0][::-1].tolist()
+        for cap in (1, 2, 3, 5):
+            capped_rows, capped_df = index.levels[n].lookup(keys, cap)
+            assert capped_rows.tolist() == rows.tolist()
+            assert capped_df.tolist() == np.minimum(df, cap).tolist()
+    for k in range(2, len(corpus) + 2):
+        capped = _outputs(index, text, k, exact=False)
+        assert capped == _outputs(index, text, k, exact=True)
+        oracle = spec_oracle.assess(corpus, text, k, RULES.max_n)
+        found = analyze(index, text, k, exact_frequent=False).minimal_arrays()
+        ngrams = sorted(zip(found["start"].tolist(), found["end"].tolist(), found["support"].tolist()))
+        assert {"ngrams": ngrams, "anonymity": capped["anonymity"]} == oracle
+        record, exact = assess_text(index, "q", text, k, 1), analyze(index, text, k)  # assess asks only up to k
+        assert (record["ngrams"], record["anonymity"]) == (ngram_records(exact), exact.anonymity())
+
+
+def test_capped_lookups_after_an_update_see_the_deltas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base n-gram seen once, then again in a delta, is frequent at k = 2: its base bit
+    says df = 1, the delta's additions make it 2 — as in a fresh build of the union."""
+    monkeypatch.setattr(builder, "new_secret", lambda: bytes(range(32)))
+    base = [("a", "the farm near the river was sold"), ("b", "a quiet street in town")]
+    added = [("c", "the farm near the mill"), ("d", "a quiet street by the river")]
+    IndexBuilder(RULES, progress=False, shards=2, updatable=True).build(base, tmp_path / "updated")
+    update_index(tmp_path / "updated", added)
+    IndexBuilder(RULES, progress=False, shards=2, updatable=True).build(base + added, tmp_path / "fresh")
+    updated, fresh = CorpusIndex(tmp_path / "updated"), CorpusIndex(tmp_path / "fresh")
+    for text in ["the farm near the river", "a quiet street by the mill", "was sold in town"]:
+        for k in (2, 3):
+            assert _outputs(updated, text, k, exact=False)["minimal"] == _outputs(fresh, text, k, exact=True)["minimal"]
+        for n, keys in _level_keys(fresh, text).items():
+            assert updated.levels[n].lookup(keys, 2)[1].tolist() == np.minimum(fresh.levels[n].lookup(keys)[1], 2).tolist()
+            rows = {name: index.levels[n].lookup(keys)[0] for name, index in (("updated", updated), ("fresh", fresh))}
+            lists = {name: [d.tolist() for d in index.levels[n].documents_many(rows[name][rows[name] >= 0])]
+                     for name, index in (("updated", updated), ("fresh", fresh))}
+            assert lists["updated"] == lists["fresh"]
+    keys = _level_keys(fresh, "the farm near")[2]  # "the farm", "farm near": in a (base) and c (the delta)
+    assert updated.levels[2].lookup(keys, 2)[1].tolist() == [2, 2]
+
+
+def test_frequent_bits_are_checked_on_open(tmp_path: Path) -> None:
+    """A missing, altered or truncated frequent file is refused, and so is one whose
+    length does not fit its level even under an authentic manifest."""
+    documents = [(f"d{i}", f"w{i % 3} w{i % 5} river farm {i}") for i in range(12)]
+    IndexBuilder(RULES, progress=False, shards=2).build(documents, tmp_path / "index")
+    index = tmp_path / "index"
+    pristine = tmp_path / "pristine"
+    shutil.copytree(index, pristine)
+    name = "shard-0001.level-1.frequent"
+    (index / name).unlink()
+    with pytest.raises(IndexFormatError, match=f"{name} is missing"):
+        CorpusIndex(index)
+    data = bytearray((pristine / name).read_bytes())
+    data[0] ^= 0x01
+    (index / name).write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match=f"checksum mismatch in {name}"):
+        CorpusIndex(index)
+    (index / name).write_bytes(bytes(data) + bytes(8))
+    with pytest.raises(IndexFormatError, match=f"{name} has .* bytes"):
+        CorpusIndex(index)
+    # A longer array that the manifest (re-signed with the key) agrees with: still refused.
+    words = np.concatenate([np.fromfile(pristine / name, dtype="<u8"), np.zeros(1, dtype="<u8")])
+    words.tofile(index / name)
+    manifest = json.loads((pristine / "manifest.json").read_text())
+    manifest["arrays"][name].update(length=len(words), bytes=8 * len(words))
+    secret = KeyFile(tmp_path / "index.key").secret(manifest["key_id"])
+    (index / "manifest.json").write_text(json.dumps(sign(manifest, secret)))
+    with pytest.raises(IndexFormatError, match=f"{name} does not have one bit per row"):
+        CorpusIndex(index, verify=False)
+
+
+def test_token_risks_keep_the_highest_risk_of_the_covering_spans() -> None:
+    """``set_token_risks`` is painting the spans in increasing order of risk, by brute force,
+    on random overlapping spans with a few risk values."""
+    register_extensions()
+    nlp = spacy.blank("en")
+    rng = random.Random(5)
+    for _ in range(100):
+        doc = nlp.make_doc(" ".join(f"w{i}" for i in range(rng.randint(1, 30))))
+        spans = [(a, rng.randint(a + 1, len(doc))) for a in (rng.randrange(len(doc)) for _ in range(rng.randint(0, 12)))]
+        risks = [rng.choice([1.0, 0.5, 0.25]) for _ in spans]
+        expected = [0.0] * len(doc)
+        for (a, b), risk in sorted(zip(spans, risks), key=lambda pair: pair[1]):
+            expected[a:b] = [risk] * (b - a)
+        first = np.array([a for a, _ in spans], dtype=np.int64)
+        stop = np.array([b for _, b in spans], dtype=np.int64)
+        set_token_risks(doc, first, stop, np.array(risks))
+        assert [token._.delink_risk for token in doc] == expected
