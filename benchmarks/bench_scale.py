@@ -173,6 +173,15 @@ def run_measured(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str,
     return report
 
 
+def search_seconds_of(index: CorpusIndex, texts: list[str], k: int) -> float:
+    """One pass of the search alone over ``texts``: SPEC §4 as ``delink_risk`` asks it (df up
+    to k), without spans, attributes or scores."""
+    started = time.perf_counter()
+    for text in texts:
+        analyze(index, text, k, exact_frequent=False).minimal_arrays()
+    return time.perf_counter() - started
+
+
 def time_risk(index_dir: Path, documents: Documents, index: CorpusIndex) -> dict[str, Any]:
     """The ``delink_risk`` component alone (spaCy's tokenizer runs before the clock)."""
     import spacy
@@ -189,10 +198,7 @@ def time_risk(index_dir: Path, documents: Documents, index: CorpusIndex) -> dict
         for doc in fresh:
             component(doc)
         passes.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        for doc in docs:  # the search alone (SPEC §4 on doc.text, as the component asks), without spans, attributes or scores
-            analyze(component.index, doc.text, component.k, exact_frequent=False).minimal_arrays()
-        search_passes.append(time.perf_counter() - started)
+        search_passes.append(search_seconds_of(component.index, [doc.text for doc in docs], component.k))
     seconds, search_seconds = min(passes), min(search_passes)
     docs = fresh
     return {
@@ -325,10 +331,7 @@ def time_shard_sweep(
     passes: dict[int, list[float]] = {count: [] for count in indexes}
     for _ in range(RISK_PASSES + 1):  # the first pass only warms up (page faults, compiled kernels)
         for count, index in indexes.items():
-            started = time.perf_counter()
-            for text in texts:
-                analyze(index, text, 2, exact_frequent=False).minimal_arrays()
-            passes[count].append(time.perf_counter() - started)
+            passes[count].append(search_seconds_of(index, texts, 2))
     return {
         str(count): {
             "search_ms_per_1000_tokens": round(min(times[1:]) * 1e6 / tokens, 3),

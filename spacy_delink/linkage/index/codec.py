@@ -366,40 +366,6 @@ def _lookup_sharded(
 
 
 @nb.njit(cache=True, nogil=True)
-def _rows_documents(
-    posting_table: np.ndarray, posting_params: np.ndarray, row_base: np.ndarray, width: np.uint64, rows: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The posting lists of ``rows`` (level-wide row numbers, valid): each row's length, and
-    its documents concatenated in the order of ``rows``."""
-    lengths = np.zeros(len(rows), dtype=np.int64)
-    firsts = np.zeros(len(rows), dtype=np.int64)
-    positions = np.zeros(len(rows), dtype=np.int64)
-    shards = np.searchsorted(row_base, rows, side="right") - 1
-    for i in range(len(rows)):
-        q = posting_params[shards[i]]
-        words = _words(posting_table, shards[i])
-        local = rows[i] - row_base[shards[i]]
-        start, stop = _row_bounds_one(words, q[0], q[1], q[2], q[3], q[4], q[5], local, width, 0)
-        firsts[i] = start
-        lengths[i] = stop - start
-        positions[i] = _lower_bound(words, q[0], q[1], q[2], q[3], q[4], q[5], np.uint64(local) * width)[1]
-    documents = np.empty(lengths.sum(), dtype=np.int64)
-    at = 0
-    for i in range(len(rows)):
-        q = posting_params[shards[i]]
-        words = _words(posting_table, shards[i])
-        low = np.uint64(rows[i] - row_base[shards[i]]) * width
-        position = positions[i]
-        for j in range(lengths[i]):
-            position = _next_bit(words, q[3], q[4], position + 1 if j else position, True)
-            rank = firsts[i] + j
-            value = (np.uint64(position - rank) << np.uint64(q[1])) | _low(words, q[1], rank)
-            documents[at] = np.int64(value - low)
-            at += 1
-    return lengths, documents
-
-
-@nb.njit(cache=True, nogil=True)
 def _decode_from(
     words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
     value: np.uint64, length: Int,
@@ -414,6 +380,31 @@ def _decode_from(
         position = _next_bit(words, high_base, sample_base, position + 1 if j else position, True)
         out[j] = (np.uint64(position - rank - j) << low_shift) | _low(words, low_bits, rank + j)
     return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _rows_documents(
+    posting_table: np.ndarray, posting_params: np.ndarray, row_base: np.ndarray, width: np.uint64, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The posting lists of ``rows`` (level-wide row numbers, valid): each row's length, and
+    its documents concatenated in the order of ``rows`` (``row_documents``, compiled)."""
+    lengths = np.zeros(len(rows), dtype=np.int64)
+    shards = np.searchsorted(row_base, rows, side="right") - 1
+    for i in range(len(rows)):
+        q = posting_params[shards[i]]
+        start, stop = _row_bounds_one(
+            _words(posting_table, shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], rows[i] - row_base[shards[i]], width, 0
+        )
+        lengths[i] = stop - start
+    documents = np.empty(lengths.sum(), dtype=np.int64)
+    at = 0
+    for i in range(len(rows)):
+        q = posting_params[shards[i]]
+        low = np.uint64(rows[i] - row_base[shards[i]]) * width
+        values = _decode_from(_words(posting_table, shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], low, lengths[i])
+        documents[at : at + lengths[i]] = (values - low).astype(np.int64)
+        at += lengths[i]
+    return lengths, documents
 
 
 class EliasFano:
@@ -470,24 +461,29 @@ class ShardedLevel:
     """
 
     def __init__(
-        self, keys: Sequence[EliasFano], postings: Sequence[EliasFano], frequent: Sequence[np.ndarray], width: int
+        self, keys: Sequence[EliasFano], postings: Sequence[EliasFano], frequent: Sequence[np.ndarray], shard_bits: int,
+        width: int,
     ) -> None:
-        self.shard_bits = max(0, len(keys).bit_length() - 1)
-        if len(keys) != 1 << self.shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
-            raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards: need a power of two of each")
+        if len(keys) != 1 << shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
+            raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards for {1 << shard_bits} shards")
         if any(len(bits) != (len(k) + 63) // 64 for k, bits in zip(keys, frequent)):
             raise ValueError("a shard's frequent bits do not have one bit per key")
+        self.shard_bits = shard_bits
         self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
         self.width = np.uint64(max(1, width))
-        self._arrays = [np.ascontiguousarray(array, dtype=np.uint64) for array in (
-            *(k.words for k in keys), *(p.words for p in postings), *frequent
-        )]
-        shards = len(keys)
-        self._key_table, self._posting_table, self._frequent_table = (
-            _address_table(self._arrays[i * shards : (i + 1) * shards]) for i in range(3)
-        )
+        self._held: list[np.ndarray] = []
+        self._key_table = self._address_table([k.words for k in keys])
+        self._posting_table = self._address_table([p.words for p in postings])
+        self._frequent_table = self._address_table(frequent)
         self._key_params = np.array([k.params for k in keys], dtype=np.int64)
         self._posting_params = np.array([p.params for p in postings], dtype=np.int64)
+
+    def _address_table(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        """``(data address, length)`` of each array, which this object holds from now on
+        (an empty array's words are never read)."""
+        held = [np.ascontiguousarray(array, dtype=np.uint64) for array in arrays]
+        self._held += held
+        return np.array([(array.ctypes.data, len(array)) for array in held], dtype=np.uint64).reshape(-1, 2)
 
     def documents(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posting lists of ``rows`` (valid level-wide rows): lengths, and documents concatenated."""
@@ -501,11 +497,6 @@ class ShardedLevel:
             self.row_base, self.shard_bits, self.width, unique, cap,
         )
         return rows[inverse], df[inverse]
-
-
-def _address_table(arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """``(data address, length)`` of each array (an empty one's words are never read)."""
-    return np.array([(array.ctypes.data, len(array)) for array in arrays], dtype=np.uint64).reshape(-1, 2)
 
 
 # --- fixed-width packing (the forward store) --------------------------------------------

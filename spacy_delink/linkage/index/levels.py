@@ -28,13 +28,11 @@ class Level:
         self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], frequent: list[np.ndarray], shard_bits: int,
         documents: int,
     ) -> None:
-        if len(keys) != 1 << shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
-            raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards for {1 << shard_bits} shards")
+        self.width = max(1, documents)
+        self._search = codec.ShardedLevel(keys, postings, frequent, shard_bits, self.width)  # checks the shard counts
         self._keys = keys
         self._postings = postings
         self.shard_bits = shard_bits
-        self.width = max(1, documents)
-        self._search = codec.ShardedLevel(keys, postings, frequent, self.width)
         self.row_base = self._search.row_base
 
     def __len__(self) -> int:
