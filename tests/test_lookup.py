@@ -161,3 +161,34 @@ def test_token_risks_keep_the_highest_risk_of_the_covering_spans() -> None:
         stop = np.array([b for _, b in spans], dtype=np.int64)
         set_token_risks(doc, first, stop, np.array(risks))
         assert [token._.delink_risk for token in doc] == expected
+
+
+@pytest.mark.parametrize("shard_count", [1, 4])
+def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, shard_count: int) -> None:
+    """Rows with df in every posting class (rare, >= 16, >= 256, >= 4096) give their exact
+    df, capped df and documents — against the brute force — and each class holds rows."""
+    documents = [
+        f"common w{i % 2} u{i % 16} v{i % 250} y{i % 1000} x{i} common w{i % 2} u{i % 16} end" for i in range(4200)
+    ]
+    IndexBuilder(RULES, progress=False, shards=shard_count).build([(f"d{i}", t) for i, t in enumerate(documents)], tmp_path / "index")
+    index = CorpusIndex(tmp_path / "index")
+    floors = builder.shards_module.POSTING_CLASSES
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    for floor in floors:  # every class is populated somewhere in the index
+        assert sum(spec[f"rows-{floor}"]["count"] for name, spec in manifest["arrays"].items() if name.endswith(".ef")) > 0
+    queries = ["common w1 u3 v7 y5 x42 common w0 u9 end", "x4199 common w0 u15 v249 y999", "u3 v3 y3 x3 end"]
+    truth = spec_oracle.postings(documents, RULES.max_n)
+    dfs_seen = set()
+    for text in queries:
+        spans = {(i, n): key for i, n, key, _, _ in spec_oracle.occurrences(text, RULES.max_n)}
+        for level in analyze(index, text, 2).levels:
+            rows, df = index.levels[level.n].lookup(level.keys)
+            expected = [sorted(truth.get(spans[(int(p), level.n)], ())) for p in level.positions]
+            assert df.tolist() == [len(e) for e in expected]
+            stored = rows >= 0
+            lists = index.levels[level.n].documents_many(rows[stored])
+            assert [d.tolist() for d in lists] == [e for e, s in zip(expected, stored) if s]
+            for cap in (2, 3, 16, 17, 300):
+                assert index.levels[level.n].lookup(level.keys, cap)[1].tolist() == np.minimum(df, cap).tolist()
+            dfs_seen.update(df.tolist())
+    assert {1, 17, 263, 2100, 4200} <= dfs_seen  # rare, and each class (df 16+, 256+, 4096+)

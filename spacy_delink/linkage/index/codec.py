@@ -5,10 +5,19 @@ An index level is two monotone integer sequences, and both are stored Elias–Fa
 
 * the **keys**: the sorted keyed n-gram hashes of one shard, minus the shard's base
   (a shard holds one hash range), in a universe of 2^64 / shards;
-* the **postings**: ``row * documents + document`` over all rows in order, which is
+* the **postings**: ``row * documents + document`` over the rows in order, which is
   non-decreasing because rows are in key order and each posting list is sorted. The
   row's posting list is the run of values in ``[row * D, (row + 1) * D)``, so no
   offsets array is needed: a row's bounds and df come from two ``lower_bound`` calls.
+
+  One sequence over all rows spends about ``2 + log2(rows * D / postings)`` bits on every
+  posting, the same for a phrase in one document as for a word in every one. So the
+  rows of frequent n-grams are coded apart, in *classes* by df (``format.POSTING_CLASSES``):
+  class ``c`` is the sorted row numbers of its rows and their postings as
+  ``rank_in_class * D + document``, which cost about ``2 + log2(D / df)`` bits each, down
+  to two bits for a word in every document. The first sequence keeps the rare rows (most
+  of them) under their own row numbers; a stored row has df >= 1, so an empty run there
+  means a frequent row, looked up in the classes (``_locate``).
 
 A sequence of ``n`` values below ``u`` keeps the low ``L = floor(log2(u / n))`` bits of
 each value in a packed array and the high bits in unary (a one per value, a zero closing
@@ -292,6 +301,8 @@ def _row_bounds_one(
         stop += 1
     if stop < count and stop - rank == _SHORT_LIST and walk == _SHORT_LIST:
         stop = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, high)[0]
+        if cap > 0:  # a cap above the walk: the end was searched, the df is still capped
+            stop = min(stop, rank + cap)
     return rank, stop
 
 
@@ -332,9 +343,39 @@ def _words(table: np.ndarray, shard: Int) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def _locate(
+    posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
+    shard: Int, row: Int, width: np.uint64, cap: Int, dense_floor: Int,
+) -> tuple[Int, Int, Int, Int]:
+    """Where one shard's ``row`` keeps its postings: (class, rank in the class, start, stop).
+
+    Class 0 is the rare rows' sequence, under their own row numbers; ``[start, stop)`` are
+    the ranks of the row's values in its class's sequence, whose values are ``rank * width
+    + document``. With ``cap`` > 0 the stop is at most ``start + cap``; a row absent from
+    class 0 has df >= ``dense_floor``, so a ``cap`` at most that is answered as (-1, -1,
+    0, cap) without searching the classes.
+    """
+    q = posting_params[0, shard]
+    start, stop = _row_bounds_one(_words(posting_table[0], shard), q[0], q[1], q[2], q[3], q[4], q[5], row, width, cap)
+    if stop > start or posting_params.shape[0] == 1:
+        return 0, row, start, stop
+    if 0 < cap <= dense_floor:
+        return -1, -1, 0, cap
+    for c in range(1, posting_params.shape[0]):
+        m = member_params[c, shard]
+        rank = _find_one(_words(member_table[c], shard), m[0], m[1], m[2], m[3], m[4], m[5], np.uint64(row))
+        if rank >= 0:
+            q = posting_params[c, shard]
+            start, stop = _row_bounds_one(_words(posting_table[c], shard), q[0], q[1], q[2], q[3], q[4], q[5], rank, width, cap)
+            return c, rank, start, stop
+    return 0, row, start, start  # in no class: only a damaged, unverified file gets here
+
+
+@nb.njit(cache=True, nogil=True)
 def _lookup_sharded(
     key_table: np.ndarray, key_params: np.ndarray, posting_table: np.ndarray, posting_params: np.ndarray,
-    frequent_table: np.ndarray, row_base: np.ndarray, shard_bits: Int, width: np.uint64, keys: np.ndarray, cap: Int,
+    member_table: np.ndarray, member_params: np.ndarray, frequent_table: np.ndarray, row_base: np.ndarray,
+    shard_bits: Int, width: np.uint64, dense_floor: Int, keys: np.ndarray, cap: Int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row (-1 when absent) and df (capped at ``cap`` > 0) of each key, over a level's shards.
 
@@ -350,9 +391,8 @@ def _lookup_sharded(
         owner = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
         if owner != shard:  # keys come sorted: each shard's keys are one run
             shard = owner
-            key_words, posting_words = _words(key_table, shard), _words(posting_table, shard)
-            frequent = _words(frequent_table, shard)
-            p, q = key_params[shard], posting_params[shard]
+            key_words, frequent = _words(key_table, shard), _words(frequent_table, shard)
+            p = key_params[shard]
         rank = _find_one(key_words, p[0], p[1], p[2], p[3], p[4], p[5], keys[i] & low_mask)
         if rank < 0:
             continue
@@ -360,7 +400,7 @@ def _lookup_sharded(
         if cap == 2:
             df[i] = np.int64(1 + ((frequent[rank >> 6] >> np.uint64(rank & 63)) & _U1))
         else:
-            start, stop = _row_bounds_one(posting_words, q[0], q[1], q[2], q[3], q[4], q[5], rank, width, cap)
+            _, _, start, stop = _locate(posting_table, posting_params, member_table, member_params, shard, rank, width, cap, dense_floor)
             df[i] = stop - start
     return rows, df
 
@@ -384,24 +424,26 @@ def _decode_from(
 
 @nb.njit(cache=True, nogil=True)
 def _rows_documents(
-    posting_table: np.ndarray, posting_params: np.ndarray, row_base: np.ndarray, width: np.uint64, rows: np.ndarray
+    posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
+    row_base: np.ndarray, width: np.uint64, rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The posting lists of ``rows`` (level-wide row numbers, valid): each row's length, and
-    its documents concatenated in the order of ``rows`` (``row_documents``, compiled)."""
+    its documents concatenated in the order of ``rows``."""
     lengths = np.zeros(len(rows), dtype=np.int64)
+    classes = np.zeros(len(rows), dtype=np.int64)
+    ranks = np.zeros(len(rows), dtype=np.int64)
     shards = np.searchsorted(row_base, rows, side="right") - 1
     for i in range(len(rows)):
-        q = posting_params[shards[i]]
-        start, stop = _row_bounds_one(
-            _words(posting_table, shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], rows[i] - row_base[shards[i]], width, 0
+        classes[i], ranks[i], start, stop = _locate(
+            posting_table, posting_params, member_table, member_params, shards[i], rows[i] - row_base[shards[i]], width, 0, 0
         )
         lengths[i] = stop - start
     documents = np.empty(lengths.sum(), dtype=np.int64)
     at = 0
     for i in range(len(rows)):
-        q = posting_params[shards[i]]
-        low = np.uint64(rows[i] - row_base[shards[i]]) * width
-        values = _decode_from(_words(posting_table, shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], low, lengths[i])
+        q = posting_params[classes[i], shards[i]]
+        low = np.uint64(ranks[i]) * width
+        values = _decode_from(_words(posting_table[classes[i]], shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], low, lengths[i])
         documents[at : at + lengths[i]] = (values - low).astype(np.int64)
         at += lengths[i]
     return lengths, documents
@@ -450,33 +492,54 @@ class EliasFano:
         return self.decode_from(0, self.layout.count)
 
 
+def _empty() -> EliasFano:
+    layout, words = encode(np.zeros(0, dtype=np.uint64), 1)
+    return EliasFano(layout, words)
+
+
+#: A sequence of no values (the rare rows' class, which needs no row numbers, has these).
+EMPTY = _empty()
+
+
 class ShardedLevel:
-    """One level's key and posting sequences and frequent bits, one of each per shard.
+    """One level's key sequences, posting classes and frequent bits, one of each per shard.
 
     A compiled loop cannot take a Python list of arrays (numba's typed list costs over a
     second to set up in every process), so each kind of array is passed as a table of
     ``(address, length)`` rows that the kernel views with ``numba.carray``; this object
     holds the arrays, which keeps every address valid. ``lookup`` sorts and deduplicates
     the keys (a text's common words are searched once), so each shard's keys form one run.
+
+    ``postings[s]`` is shard ``s``'s posting classes: the rare rows' sequence, then a
+    ``(rows, postings)`` pair per class of frequent rows, whose lowest df is in
+    ``class_floors`` (module docstring).
     """
 
     def __init__(
-        self, keys: Sequence[EliasFano], postings: Sequence[EliasFano], frequent: Sequence[np.ndarray], shard_bits: int,
-        width: int,
+        self, keys: Sequence[EliasFano], postings: Sequence[PostingClasses], frequent: Sequence[np.ndarray], shard_bits: int,
+        width: int, class_floors: Sequence[int] = (),
     ) -> None:
         if len(keys) != 1 << shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
             raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards for {1 << shard_bits} shards")
         if any(len(bits) != (len(k) + 63) // 64 for k, bits in zip(keys, frequent)):
             raise ValueError("a shard's frequent bits do not have one bit per key")
+        if any(len(classes.dense) != len(class_floors) for classes in postings):
+            raise ValueError(f"a shard does not have the {len(class_floors)} posting classes of its level")
         self.shard_bits = shard_bits
         self.row_base = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
         self.width = np.uint64(max(1, width))
+        self._dense_floor = min(class_floors, default=0)
         self._held: list[np.ndarray] = []
         self._key_table = self._address_table([k.words for k in keys])
-        self._posting_table = self._address_table([p.words for p in postings])
         self._frequent_table = self._address_table(frequent)
         self._key_params = np.array([k.params for k in keys], dtype=np.int64)
-        self._posting_params = np.array([p.params for p in postings], dtype=np.int64)
+        # Per class (0: the rare rows), per shard; class 0 has no member rows (an empty placeholder).
+        members = [[EMPTY] * len(keys), *([classes.dense[c][0] for classes in postings] for c in range(len(class_floors)))]
+        sequences = [[classes.rare for classes in postings], *([classes.dense[c][1] for classes in postings] for c in range(len(class_floors)))]
+        self._posting_table = np.stack([self._address_table([p.words for p in part]) for part in sequences])
+        self._posting_params = np.array([[p.params for p in part] for part in sequences], dtype=np.int64)
+        self._member_table = np.stack([self._address_table([m.words for m in part]) for part in members])
+        self._member_params = np.array([[m.params for m in part] for part in members], dtype=np.int64)
 
     def _address_table(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         """``(data address, length)`` of each array, which this object holds from now on
@@ -487,16 +550,50 @@ class ShardedLevel:
 
     def documents(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posting lists of ``rows`` (valid level-wide rows): lengths, and documents concatenated."""
-        return _rows_documents(self._posting_table, self._posting_params, self.row_base, self.width, np.asarray(rows, dtype=np.int64))
+        return _rows_documents(
+            self._posting_table, self._posting_params, self._member_table, self._member_params, self.row_base, self.width,
+            np.asarray(rows, dtype=np.int64),
+        )
 
     def lookup(self, needles: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Row of each needle (-1 when absent) and its df, capped at ``cap`` when ``cap`` > 0."""
         unique, inverse = np.unique(np.asarray(needles, dtype=np.uint64), return_inverse=True)
         rows, df = _lookup_sharded(
-            self._key_table, self._key_params, self._posting_table, self._posting_params, self._frequent_table,
-            self.row_base, self.shard_bits, self.width, unique, cap,
+            self._key_table, self._key_params, self._posting_table, self._posting_params, self._member_table,
+            self._member_params, self._frequent_table, self.row_base, self.shard_bits, self.width, self._dense_floor,
+            unique, cap,
         )
         return rows[inverse], df[inverse]
+
+
+@dataclass(frozen=True)
+class PostingClasses:
+    """One shard-level's postings: the rare rows' sequence and, per class of frequent rows,
+    its sorted row numbers and their postings (module docstring)."""
+
+    rare: EliasFano
+    dense: tuple[tuple[EliasFano, EliasFano], ...] = ()
+
+
+def encode_posting_classes(
+    df: np.ndarray, postings: np.ndarray, width: int, class_floors: Sequence[int]
+) -> list[tuple[Layout, np.ndarray]]:
+    """Code one level's posting lists (concatenated in row order, ``df`` each) in classes by
+    df: the rare rows' sequence, then each class's rows and postings (``PostingClasses``)."""
+    df = np.asarray(df, dtype=np.int64)
+    rows = len(df)
+    classes = np.searchsorted(np.asarray(class_floors, dtype=np.int64), df, side="right")
+    posting_class = np.repeat(classes, df)
+    width_ = np.uint64(width)
+    parts = []
+    for c in range(len(class_floors) + 1):
+        chosen = np.flatnonzero(classes == c)
+        own = chosen if c == 0 else np.arange(len(chosen))  # the rare rows keep their row numbers
+        values = np.repeat(own.astype(np.uint64) * width_, df[chosen]) + postings[posting_class == c]
+        if c:
+            parts.append(encode(chosen.astype(np.uint64), max(1, rows), KEY_SAMPLE_SHIFT))
+        parts.append(encode(values, max(1, (rows if c == 0 else len(chosen)) * width)))
+    return parts
 
 
 # --- fixed-width packing (the forward store) --------------------------------------------

@@ -5,7 +5,8 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
     manifest.json                    format name and version, rules, key id, counts, array table, MAC
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
     shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
-                                     Elias–Fano coded keys then postings (``codec.py``)
+                                     Elias–Fano coded keys, then postings in classes by df
+                                     (``codec.py``, ``POSTING_CLASSES``)
     shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2
     forward.rows, forward.offsets    only in an updatable index: each document's tokens as
                                      level-1 rows (``forward.py``)
@@ -17,8 +18,10 @@ An index with deltas is format 4 (a format-3 reader must not answer from its bas
 alone); ``delink compact`` merges them and writes format 3 again. Both are read.
 
 The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shard_of``),
-so a lookup goes to one shard. Each shard-level file is two Elias–Fano sequences — the
-sorted keys and the (row, document) postings — whose layouts the manifest records.
+so a lookup goes to one shard. Each shard-level file is Elias–Fano sequences — the
+sorted keys, the (row, document) postings of the rows with df below the first class
+floor, and for each class of more frequent rows its row numbers and postings — whose
+layouts the manifest records (``CODED_PARTS``).
 
 Kept apart, beside the directory (never inside it, so the directory can be shared alone):
 ``<index>.key`` (the secret, ``keys.py``) and, unless the index was built with external
@@ -52,8 +55,12 @@ MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
 FORWARD_ROWS = "forward.rows"
 FORWARD_OFFSETS = "forward.offsets"
+#: The lowest df of each class of frequent rows whose postings a shard-level file codes
+#: apart (``codec.PostingClasses``): a few classes a factor 16 apart take the postings of
+#: the full scale corpus from 3.6 to 3.0 bytes per token.
+POSTING_CLASSES = (16, 256, 4096)
 #: The Elias-Fano sequences of a shard-level file, in file order.
-CODED_PARTS = ("keys", "postings")
+CODED_PARTS = ("keys", "postings", *(f"{kind}-{floor}" for floor in POSTING_CLASSES for kind in ("rows", "postings")))
 #: ... and of a delta's level file.
 DELTA_PARTS = ("keys", "postings", "additions")
 _DELTA_FIELDS = ("first_document", "documents", "tokens", "forward_bits")

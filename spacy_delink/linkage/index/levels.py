@@ -25,13 +25,12 @@ class Level:
     """
 
     def __init__(
-        self, keys: list[codec.EliasFano], postings: list[codec.EliasFano], frequent: list[np.ndarray], shard_bits: int,
-        documents: int,
+        self, keys: list[codec.EliasFano], postings: list[codec.PostingClasses], frequent: list[np.ndarray],
+        shard_bits: int, documents: int, class_floors: Sequence[int],
     ) -> None:
         self.width = max(1, documents)
-        self._search = codec.ShardedLevel(keys, postings, frequent, shard_bits, self.width)  # checks the shard counts
+        self._search = codec.ShardedLevel(keys, postings, frequent, shard_bits, self.width, class_floors)  # checks the shard counts
         self._keys = keys
-        self._postings = postings
         self.shard_bits = shard_bits
         self.row_base = self._search.row_base
 
@@ -48,11 +47,7 @@ class Level:
 
     def documents(self, row: int) -> np.ndarray:
         """Document numbers of one row's posting list (sorted)."""
-        row = int(row)
-        if not 0 <= row < len(self):
-            raise IndexError(f"row {row} is not in this level ({len(self)} rows)")
-        shard = int(np.searchsorted(self.row_base, row, side="right")) - 1
-        return row_documents(self._postings[shard], row - int(self.row_base[shard]), self.width)
+        return self.documents_many(np.array([row], dtype=np.int64))[0]
 
     def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
         """``documents`` of each row, decoded in one compiled call (a detection asks for every candidate's)."""
@@ -74,7 +69,7 @@ class Level:
 
 
 def row_documents(postings: codec.EliasFano, row: int, width: int) -> np.ndarray:
-    """The documents of one row of a ``row * width + document`` sequence (sorted)."""
+    """The documents of one row of a ``row * width + document`` sequence (sorted): a delta's."""
     starts, stops = postings.row_bounds(np.array([row], dtype=np.int64), width)
     low = row * width
     return (postings.decode_from(low, int(stops[0] - starts[0])) - np.uint64(low)).astype(np.uint32)

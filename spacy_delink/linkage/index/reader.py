@@ -18,6 +18,7 @@ from .commit import interrupted_hint
 from .forward import Forward
 from .format import (
     CODED_PARTS,
+    POSTING_CLASSES,
     DELTA_PARTS,
     DOC_ID_DIGESTS,
     FORWARD_OFFSETS,
@@ -35,6 +36,7 @@ from .format import (
 from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
+from .codec import PostingClasses
 from .levels import DeltaLevel, Level, UpdatedLevel, coded_from_words
 
 
@@ -140,17 +142,17 @@ class CorpusIndex:
         for shard in range(1 << self.shard_bits):
             name = shard_file(shard, n)
             try:
-                key_part, posting_part = coded_from_words(arrays[name], specs[name], CODED_PARTS)
+                key_part, rare, *dense = coded_from_words(arrays[name], specs[name], CODED_PARTS)
             except (ValueError, TypeError) as err:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             keys.append(key_part)
-            postings.append(posting_part)
+            postings.append(PostingClasses(rare, tuple(zip(dense[0::2], dense[1::2]))))
             if len(arrays[frequent_file(shard, n)]) != (len(key_part) + 63) // 64:
                 raise IndexFormatError(
                     f"index {self.path}: {frequent_file(shard, n)} does not have one bit per row of {name}; rebuild it with `delink index`"
                 )
         frequent = [arrays[frequent_file(shard, n)] for shard in range(1 << self.shard_bits)]
-        base = Level(keys, postings, frequent, self.shard_bits, self.base_documents)
+        base = Level(keys, postings, frequent, self.shard_bits, self.base_documents, POSTING_CLASSES)
         if not self.deltas:
             return base
         deltas: list[DeltaLevel] = []

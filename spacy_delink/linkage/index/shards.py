@@ -48,7 +48,7 @@ import numpy as np
 from ...corpus import CorpusStats, DocId, read_documents
 from ..tokenize import LinkageRules, Tokenizer
 from . import codec, kernels
-from .format import frequent_file, frequent_words, shard_file, shard_of
+from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file, shard_of
 from .hashing import TokenHasher
 
 #: Default tokens per shard: a shard's level-1 pairs (~24 bytes each) stay near 400 MB.
@@ -305,12 +305,11 @@ def drop_level(store: WorkStore, partition: int, level: int, shard_bits: int) ->
 
 @dataclass
 class LevelFile:
-    """One shard's coded level: its layouts, counts and the checksum of its words."""
+    """One shard's coded level: the layout of each part (``CODED_PARTS``), counts and the checksum of its words."""
 
     shard: int
     level: int
-    keys: codec.Layout
-    postings: codec.Layout
+    layouts: list[codec.Layout]
     ngrams: int
     postings_count: int
     sha256: str
@@ -324,24 +323,22 @@ class LevelFile:
 
     def to_dict(self) -> dict[str, Any]:
         """The file's entry in the manifest's array table."""
-        words = self.keys.words + self.postings.words
+        words = sum(layout.words for layout in self.layouts)
         return {
             "dtype": "<u8",
             "length": words,
             "bytes": 8 * words,
             "sha256": self.sha256,
-            "keys": self.keys.to_dict(),
-            "postings": self.postings.to_dict(),
+            **{part: layout.to_dict() for part, layout in zip(CODED_PARTS, self.layouts)},
         }
 
 
 def code_rows(
-    keys: np.ndarray, key_universe: int, df: np.ndarray, postings: np.ndarray, width: int
-) -> tuple[tuple[codec.Layout, np.ndarray], tuple[codec.Layout, np.ndarray]]:
-    """Elias–Fano code a level's sorted distinct keys and their posting lists (``row * width + document``)."""
-    rows = len(keys)
-    values = np.repeat(np.arange(rows, dtype=np.uint64) * np.uint64(width), df) + postings
-    return codec.encode(keys, key_universe, codec.KEY_SAMPLE_SHIFT), codec.encode(values, max(1, rows * width))
+    keys: np.ndarray, key_universe: int, df: np.ndarray, postings: np.ndarray, width: int, class_floors: Sequence[int]
+) -> list[tuple[codec.Layout, np.ndarray]]:
+    """Elias–Fano code a level's sorted distinct keys, then their posting lists in classes
+    by df (``codec.encode_posting_classes``; no classes: one ``row * width + document`` sequence)."""
+    return [codec.encode(keys, key_universe, codec.KEY_SAMPLE_SHIFT), *codec.encode_posting_classes(df, postings, width, class_floors)]
 
 
 def _rows_name(shard: int, level: int, kind: str) -> str:
@@ -387,14 +384,14 @@ def write_level(store: WorkStore, out: str, shard: int, level: int, shard_bits: 
     df = store.get(_rows_name(shard, level, "df"), np.uint32)
     postings = store.get(_rows_name(shard, level, "postings"), np.uint32)
     base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
-    (key_layout, key_words), (posting_layout, posting_words) = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents)
-    sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([key_words, posting_words]))
+    parts = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents, POSTING_CLASSES)
+    sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([words for _, words in parts]))
     frequent_sha256 = write_durable(Path(out) / frequent_file(shard, level), frequent_words(df))
     if not keep_keys:
         store.drop(kept_keys_name(shard, level))
     store.drop(_rows_name(shard, level, "df"))
     store.drop(_rows_name(shard, level, "postings"))
-    return LevelFile(shard, level, key_layout, posting_layout, len(unique), len(postings), sha256, frequent_sha256)
+    return LevelFile(shard, level, [layout for layout, _ in parts], len(unique), len(postings), sha256, frequent_sha256)
 
 
 # --- running the tasks -----------------------------------------------------------------

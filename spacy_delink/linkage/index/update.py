@@ -243,7 +243,7 @@ def count_delta(
 
 def _write_level(folder: Path, name: str, level: _DeltaLevel, width: int) -> dict[str, Any]:
     """One delta level file (keys, postings, additions); its entry in the array table."""
-    (key_layout, key_words), (posting_layout, posting_words) = code_rows(level.keys, 1 << 64, level.df, level.postings, width)
+    (key_layout, key_words), (posting_layout, posting_words) = code_rows(level.keys, 1 << 64, level.df, level.postings, width, ())
     addition_layout, addition_words = codec.encode(level.additions, max(1, level.earlier_rows * width))
     words = np.concatenate([key_words, posting_words, addition_words])
     return {
