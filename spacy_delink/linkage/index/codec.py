@@ -38,7 +38,9 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
@@ -371,6 +373,39 @@ def _locate(
     return 0, row, start, start  # in no class: only a damaged, unverified file gets here
 
 
+@intrinsic
+def _prefetch(typingctx: Any, address: Any) -> Any:
+    """Ask the CPU to start loading the cache line at the integer ``address`` (``llvm.prefetch``:
+    a read, kept in every cache level); it never faults, whatever the address."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        byte_pointer = ir.IntType(8).as_pointer()
+        flag = ir.IntType(32)
+        # The intrinsic's name carries its pointer type: "ptr" where llvmlite emits opaque pointers, "i8*" before.
+        name = "llvm.prefetch.p0" if str(byte_pointer) == "ptr" else "llvm.prefetch.p0i8"
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, flag, flag, flag]), name
+        )
+        builder.call(function, [builder.inttoptr(args[0], byte_pointer), flag(0), flag(3), flag(1)])
+        return context.get_dummy_value()
+
+    return types.void(address), codegen
+
+
+#: Keys between the first loads of a key's lookup and its search (``_lookup_sharded``).
+_PREFETCH_DISTANCE = 8
+
+
+@nb.njit(cache=True, nogil=True)
+def _key_bucket(key_params: np.ndarray, shard_bits: Int, key: np.uint64) -> tuple[Int, Int]:
+    """The shard of ``key`` and its bucket in that shard's key sequence."""
+    shard = np.int64(key >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
+    low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
+    return shard, np.int64((key & low_mask) >> np.uint64(key_params[shard, 1]))
+
+
 @nb.njit(cache=True, nogil=True)
 def _lookup_sharded(
     key_table: np.ndarray, key_params: np.ndarray, posting_table: np.ndarray, posting_params: np.ndarray,
@@ -382,22 +417,46 @@ def _lookup_sharded(
     Each key goes to the shard named by its top ``shard_bits`` bits and is searched there
     without those bits, in one compiled call whatever the number of shards. At ``cap == 2``
     the df comes from the row's frequent bit (df >= 2), not from the postings.
+
+    A lookup is a chain of dependent loads from a large mapped file (the bucket's sample,
+    its high bits, the low bits at its rank, the frequent bit), each a likely cache miss.
+    So the loads of later keys are started early: ``2 * _PREFETCH_DISTANCE`` keys ahead the
+    sample word, ``_PREFETCH_DISTANCE`` ahead the high-bit word it points to and the low-bit
+    and frequent words at the rank it predicts; the search itself is unchanged.
     """
     rows = np.full(len(keys), -1, dtype=np.int64)
     df = np.zeros(len(keys), dtype=np.int64)
     low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
-    shard = np.int64(-1)
-    for i in range(len(keys)):
-        owner = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
-        if owner != shard:  # keys come sorted: each shard's keys are one run
-            shard = owner
-            key_words, frequent = _words(key_table, shard), _words(frequent_table, shard)
+    count = len(keys)
+    for step in range(count + 2 * _PREFETCH_DISTANCE):
+        ahead = step
+        if ahead < count:
+            shard, bucket = _key_bucket(key_params, shard_bits, keys[ahead])
             p = key_params[shard]
-        rank = _find_one(key_words, p[0], p[1], p[2], p[3], p[4], p[5], keys[i] & low_mask)
+            _prefetch(key_table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+        ahead = step - _PREFETCH_DISTANCE
+        if 0 <= ahead < count:
+            shard, bucket = _key_bucket(key_params, shard_bits, keys[ahead])
+            p = key_params[shard]
+            key_words = _words(key_table, shard)
+            sample = bucket >> p[5]
+            position = np.int64(key_words[p[4] + sample])
+            rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
+            base = key_table[shard, 0]
+            _prefetch(base + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
+            _prefetch(base + np.uint64(8 * ((rank * p[1]) >> 6)))
+            _prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))
+        i = step - 2 * _PREFETCH_DISTANCE
+        if i < 0:
+            continue
+        shard = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
+        p = key_params[shard]
+        rank = _find_one(_words(key_table, shard), p[0], p[1], p[2], p[3], p[4], p[5], keys[i] & low_mask)
         if rank < 0:
             continue
         rows[i] = rank + row_base[shard]
         if cap == 2:
+            frequent = _words(frequent_table, shard)
             df[i] = np.int64(1 + ((frequent[rank >> 6] >> np.uint64(rank & 63)) & _U1))
         else:
             _, _, start, stop = _locate(posting_table, posting_params, member_table, member_params, shard, rank, width, cap, dense_floor)
