@@ -192,3 +192,32 @@ def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, sha
                 assert index.levels[level.n].lookup(level.keys, cap)[1].tolist() == np.minimum(df, cap).tolist()
             dfs_seen.update(df.tolist())
     assert {1, 17, 263, 2100, 4200} <= dfs_seen  # rare, and each class (df 16+, 256+, 4096+)
+
+
+def test_posting_classes_round_trip_on_random_rows() -> None:
+    """A level coded with posting classes (``codec.encode_posting_classes``) gives back every
+    row's df (exact and capped) and posting list, for random dfs on both sides of each floor."""
+    from spacy_delink.linkage.index import codec
+    from spacy_delink.linkage.index.format import POSTING_CLASSES, frequent_words
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        documents = int(rng.integers(1, 6000))
+        rows = int(rng.integers(1, 400))
+        df = np.minimum(rng.choice([1, 2, 15, 16, 17, 255, 256, 257, 4095, 4096, 5000], size=rows), documents)
+        lists = [np.sort(rng.choice(documents, size=d, replace=False)).astype(np.uint32) for d in df]
+        keys = np.unique(rng.integers(0, 2**63, size=rows * 2, dtype=np.uint64))[:rows]
+        parts = [codec.EliasFano(*part) for part in codec.encode_posting_classes(df, np.concatenate(lists), documents, POSTING_CLASSES)]
+        classes = codec.PostingClasses(parts[0], tuple(zip(parts[1::2], parts[2::2])))
+        level = codec.ShardedLevel(
+            [codec.EliasFano(*codec.encode(keys, 1 << 64, codec.KEY_SAMPLE_SHIFT))], [classes], [frequent_words(df)], 0,
+            documents, POSTING_CLASSES,
+        )
+        order = rng.permutation(rows)
+        lengths, found = level.documents(order)
+        assert lengths.tolist() == df[order].tolist()
+        assert found.tolist() == np.concatenate([lists[i] for i in order]).tolist()
+        for cap in (0, 2, 3, 16, 300):
+            looked_rows, looked_df = level.lookup(keys, cap)
+            assert looked_rows.tolist() == list(range(rows))
+            assert looked_df.tolist() == (np.minimum(df, cap) if cap else df).tolist()

@@ -634,6 +634,30 @@ class PostingClasses:
     dense: tuple[tuple[EliasFano, EliasFano], ...] = ()
 
 
+@nb.njit(cache=True, nogil=True)
+def _class_values(df: np.ndarray, classes: np.ndarray, postings: np.ndarray, width: np.uint64, class_count: Int) -> tuple[np.ndarray, np.ndarray]:
+    """Each class's sequence values, concatenated class by class (and where each class's
+    begin): ``row * width + document`` for class 0, ``rank_in_class * width + document``
+    for the others, in one pass over the posting lists."""
+    starts = np.zeros(class_count + 1, dtype=np.int64)
+    for row in range(len(df)):
+        starts[classes[row] + 1] += df[row]
+    starts = np.cumsum(starts)
+    filled = starts[:-1].copy()
+    ranks = np.zeros(class_count, dtype=np.int64)
+    values = np.empty(len(postings), dtype=np.uint64)
+    at = 0
+    for row in range(len(df)):
+        c = classes[row]
+        base = np.uint64(row if c == 0 else ranks[c]) * width
+        ranks[c] += 1
+        for j in range(df[row]):
+            values[filled[c] + j] = base + np.uint64(postings[at + j])
+        filled[c] += df[row]
+        at += df[row]
+    return values, starts
+
+
 def encode_posting_classes(
     df: np.ndarray, postings: np.ndarray, width: int, class_floors: Sequence[int]
 ) -> list[tuple[Layout, np.ndarray]]:
@@ -642,16 +666,16 @@ def encode_posting_classes(
     df = np.asarray(df, dtype=np.int64)
     rows = len(df)
     classes = np.searchsorted(np.asarray(class_floors, dtype=np.int64), df, side="right")
-    posting_class = np.repeat(classes, df)
-    width_ = np.uint64(width)
+    values, starts = _class_values(df, classes, np.asarray(postings), np.uint64(width), len(class_floors) + 1)
     parts = []
     for c in range(len(class_floors) + 1):
-        chosen = np.flatnonzero(classes == c)
-        own = chosen if c == 0 else np.arange(len(chosen))  # the rare rows keep their row numbers
-        values = np.repeat(own.astype(np.uint64) * width_, df[chosen]) + postings[posting_class == c]
-        if c:
-            parts.append(encode(chosen.astype(np.uint64), max(1, rows), KEY_SAMPLE_SHIFT))
-        parts.append(encode(values, max(1, (rows if c == 0 else len(chosen)) * width)))
+        own = values[starts[c] : starts[c + 1]]
+        if c == 0:
+            parts.append(encode(own, max(1, rows * width)))
+            continue
+        members = np.flatnonzero(classes == c)
+        parts.append(encode(members.astype(np.uint64), max(1, rows), KEY_SAMPLE_SHIFT))
+        parts.append(encode(own, max(1, len(members) * width)))
     return parts
 
 
