@@ -394,16 +394,32 @@ def _prefetch(typingctx: Any, address: Any) -> Any:
     return types.void(address), codegen
 
 
-#: Keys between the first loads of a key's lookup and its search (``_lookup_sharded``).
+#: Searches between the first loads of one and the search itself (``_lookup_sharded``, ``_posting_bounds``).
 _PREFETCH_DISTANCE = 8
 
 
 @nb.njit(cache=True, nogil=True)
-def _key_bucket(key_params: np.ndarray, shard_bits: Int, key: np.uint64) -> tuple[Int, Int]:
-    """The shard of ``key`` and its bucket in that shard's key sequence."""
-    shard = np.int64(key >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
-    low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
-    return shard, np.int64((key & low_mask) >> np.uint64(key_params[shard, 1]))
+def _prefetch_sample(address: np.uint64, p: np.ndarray, value: np.uint64) -> None:
+    """First loads of a search for ``value`` in the sequence at ``address`` (layout ``p``, as
+    ``EliasFano.params``): the sample word of its bucket."""
+    bucket = np.int64(value >> np.uint64(p[1]))
+    if bucket < p[2]:
+        _prefetch(address + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+
+
+@nb.njit(cache=True, nogil=True)
+def _prefetch_words(words: np.ndarray, address: np.uint64, p: np.ndarray, value: np.uint64) -> Int:
+    """Second loads of that search, once its sample word is in cache: the high-bit word the
+    sample points to and the low-bit word at the rank it predicts; that rank (an estimate)."""
+    bucket = np.int64(value >> np.uint64(p[1]))
+    if bucket >= p[2]:
+        return p[0]
+    sample = bucket >> p[5]
+    position = np.int64(words[p[4] + sample])
+    rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
+    _prefetch(address + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
+    _prefetch(address + np.uint64(8 * ((rank * p[1]) >> 6)))
+    return rank
 
 
 @nb.njit(cache=True, nogil=True)
@@ -422,46 +438,71 @@ def _lookup_sharded(
     its high bits, the low bits at its rank, the frequent bit), each a likely cache miss.
     So the loads of later keys are started early: ``2 * _PREFETCH_DISTANCE`` keys ahead the
     sample word, ``_PREFETCH_DISTANCE`` ahead the high-bit word it points to and the low-bit
-    and frequent words at the rank it predicts; the search itself is unchanged.
+    and frequent words at the rank it predicts; the search itself is unchanged. The
+    posting bounds of any other df are searched afterwards the same way (``_posting_bounds``).
     """
-    rows = np.full(len(keys), -1, dtype=np.int64)
-    df = np.zeros(len(keys), dtype=np.int64)
-    low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
     count = len(keys)
+    rows = np.full(count, -1, dtype=np.int64)
+    ranks = np.full(count, -1, dtype=np.int64)
+    shards = np.zeros(count, dtype=np.int64)
+    df = np.zeros(count, dtype=np.int64)
+    low_mask = _ALL >> np.uint64(shard_bits) if shard_bits else _ALL
+    for i in range(count):
+        shards[i] = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
     for step in range(count + 2 * _PREFETCH_DISTANCE):
-        ahead = step
-        if ahead < count:
-            shard, bucket = _key_bucket(key_params, shard_bits, keys[ahead])
-            p = key_params[shard]
-            _prefetch(key_table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+        if step < count:
+            _prefetch_sample(key_table[shards[step], 0], key_params[shards[step]], keys[step] & low_mask)
         ahead = step - _PREFETCH_DISTANCE
         if 0 <= ahead < count:
-            shard, bucket = _key_bucket(key_params, shard_bits, keys[ahead])
-            p = key_params[shard]
-            key_words = _words(key_table, shard)
-            sample = bucket >> p[5]
-            position = np.int64(key_words[p[4] + sample])
-            rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
-            base = key_table[shard, 0]
-            _prefetch(base + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
-            _prefetch(base + np.uint64(8 * ((rank * p[1]) >> 6)))
-            _prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))
+            shard = shards[ahead]
+            rank = _prefetch_words(_words(key_table, shard), key_table[shard, 0], key_params[shard], keys[ahead] & low_mask)
+            if cap == 2:
+                _prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
         i = step - 2 * _PREFETCH_DISTANCE
         if i < 0:
             continue
-        shard = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
+        shard = shards[i]
         p = key_params[shard]
         rank = _find_one(_words(key_table, shard), p[0], p[1], p[2], p[3], p[4], p[5], keys[i] & low_mask)
         if rank < 0:
             continue
+        ranks[i] = rank
         rows[i] = rank + row_base[shard]
         if cap == 2:
             frequent = _words(frequent_table, shard)
             df[i] = np.int64(1 + ((frequent[rank >> 6] >> np.uint64(rank & 63)) & _U1))
-        else:
-            _, _, start, stop = _locate(posting_table, posting_params, member_table, member_params, shard, rank, width, cap, dense_floor)
-            df[i] = stop - start
+    if cap != 2:
+        _posting_bounds(
+            posting_table, posting_params, member_table, member_params, shards, ranks, width, cap, dense_floor, df,
+            np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64),
+        )
     return rows, df
+
+
+@nb.njit(cache=True, nogil=True)
+def _posting_bounds(
+    posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
+    shards: np.ndarray, ranks: np.ndarray, width: np.uint64, cap: Int, dense_floor: Int, df: np.ndarray,
+    classes: np.ndarray, class_ranks: np.ndarray,
+) -> None:
+    """For shard ``shards[i]``'s row ``ranks[i]`` (-1: none): ``df[i]`` its (capped) df and
+    ``classes[i]``, ``class_ranks[i]`` where ``_locate`` found it; the rare rows' sequence is
+    searched with the loads of later rows started early (``_lookup_sharded``)."""
+    count = len(ranks)
+    rare = posting_table[0]
+    for step in range(count + 2 * _PREFETCH_DISTANCE):
+        if step < count and ranks[step] >= 0:
+            _prefetch_sample(rare[shards[step], 0], posting_params[0, shards[step]], np.uint64(ranks[step]) * width)
+        ahead = step - _PREFETCH_DISTANCE
+        if 0 <= ahead < count and ranks[ahead] >= 0:
+            shard = shards[ahead]
+            _prefetch_words(_words(rare, shard), rare[shard, 0], posting_params[0, shard], np.uint64(ranks[ahead]) * width)
+        i = step - 2 * _PREFETCH_DISTANCE
+        if i >= 0 and ranks[i] >= 0:
+            classes[i], class_ranks[i], start, stop = _locate(
+                posting_table, posting_params, member_table, member_params, shards[i], ranks[i], width, cap, dense_floor
+            )
+            df[i] = stop - start
 
 
 @nb.njit(cache=True, nogil=True)
@@ -492,11 +533,10 @@ def _rows_documents(
     classes = np.zeros(len(rows), dtype=np.int64)
     ranks = np.zeros(len(rows), dtype=np.int64)
     shards = np.searchsorted(row_base, rows, side="right") - 1
-    for i in range(len(rows)):
-        classes[i], ranks[i], start, stop = _locate(
-            posting_table, posting_params, member_table, member_params, shards[i], rows[i] - row_base[shards[i]], width, 0, 0
-        )
-        lengths[i] = stop - start
+    _posting_bounds(
+        posting_table, posting_params, member_table, member_params, shards, rows - row_base[shards], width, 0, 0, lengths,
+        classes, ranks,
+    )
     documents = np.empty(lengths.sum(), dtype=np.int64)
     at = 0
     for i in range(len(rows)):
