@@ -399,23 +399,26 @@ _PREFETCH_DISTANCE = 8
 
 
 @nb.njit(cache=True, nogil=True)
-def _prefetch_sample(address: np.uint64, p: np.ndarray, value: np.uint64) -> None:
-    """First loads of a search for ``value`` in the sequence at ``address`` (layout ``p``, as
-    ``EliasFano.params``): the sample word of its bucket."""
+def _prefetch_sample(table: np.ndarray, params: np.ndarray, shard: Int, value: np.uint64) -> None:
+    """First loads of a search for ``value`` in shard ``shard``'s sequence of ``table`` (layouts
+    ``params``, as ``EliasFano.params``): the sample word of its bucket."""
+    p = params[shard]
     bucket = np.int64(value >> np.uint64(p[1]))
     if bucket < p[2]:
-        _prefetch(address + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+        _prefetch(table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
 
 
 @nb.njit(cache=True, nogil=True)
-def _prefetch_words(words: np.ndarray, address: np.uint64, p: np.ndarray, value: np.uint64) -> Int:
+def _prefetch_words(table: np.ndarray, params: np.ndarray, shard: Int, value: np.uint64) -> Int:
     """Second loads of that search, once its sample word is in cache: the high-bit word the
     sample points to and the low-bit word at the rank it predicts; that rank (an estimate)."""
+    p = params[shard]
     bucket = np.int64(value >> np.uint64(p[1]))
     if bucket >= p[2]:
         return p[0]
     sample = bucket >> p[5]
-    position = np.int64(words[p[4] + sample])
+    position = np.int64(_words(table, shard)[p[4] + sample])
+    address = table[shard, 0]
     rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
     _prefetch(address + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
     _prefetch(address + np.uint64(8 * ((rank * p[1]) >> 6)))
@@ -451,11 +454,11 @@ def _lookup_sharded(
         shards[i] = np.int64(keys[i] >> np.uint64(64 - shard_bits)) if shard_bits else np.int64(0)
     for step in range(count + 2 * _PREFETCH_DISTANCE):
         if step < count:
-            _prefetch_sample(key_table[shards[step], 0], key_params[shards[step]], keys[step] & low_mask)
+            _prefetch_sample(key_table, key_params, shards[step], keys[step] & low_mask)
         ahead = step - _PREFETCH_DISTANCE
         if 0 <= ahead < count:
             shard = shards[ahead]
-            rank = _prefetch_words(_words(key_table, shard), key_table[shard, 0], key_params[shard], keys[ahead] & low_mask)
+            rank = _prefetch_words(key_table, key_params, shard, keys[ahead] & low_mask)
             if cap == 2:
                 _prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
         i = step - 2 * _PREFETCH_DISTANCE
@@ -489,14 +492,13 @@ def _posting_bounds(
     ``classes[i]``, ``class_ranks[i]`` where ``_locate`` found it; the rare rows' sequence is
     searched with the loads of later rows started early (``_lookup_sharded``)."""
     count = len(ranks)
-    rare = posting_table[0]
+    rare, rare_params = posting_table[0], posting_params[0]
     for step in range(count + 2 * _PREFETCH_DISTANCE):
         if step < count and ranks[step] >= 0:
-            _prefetch_sample(rare[shards[step], 0], posting_params[0, shards[step]], np.uint64(ranks[step]) * width)
+            _prefetch_sample(rare, rare_params, shards[step], np.uint64(ranks[step]) * width)
         ahead = step - _PREFETCH_DISTANCE
         if 0 <= ahead < count and ranks[ahead] >= 0:
-            shard = shards[ahead]
-            _prefetch_words(_words(rare, shard), rare[shard, 0], posting_params[0, shard], np.uint64(ranks[ahead]) * width)
+            _prefetch_words(rare, rare_params, shards[ahead], np.uint64(ranks[ahead]) * width)
         i = step - 2 * _PREFETCH_DISTANCE
         if i >= 0 and ranks[i] >= 0:
             classes[i], class_ranks[i], start, stop = _locate(
