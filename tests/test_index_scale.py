@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numba as nb
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spacy_delink.linkage import bits
 from spacy_delink.linkage.index import codec, kernels
 
 
@@ -29,14 +31,18 @@ def sequences(draw: st.DrawFn) -> tuple[np.ndarray, int]:
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(sequences(), st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=50))
-def test_elias_fano_round_trip_find_and_rows(sequence: tuple[np.ndarray, int], probes: list[int]) -> None:
+@given(
+    sequences(),
+    st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=50),
+    st.sampled_from([codec.SAMPLE_SHIFT, codec.KEY_SAMPLE_SHIFT, 1]),
+)
+def test_elias_fano_round_trip_find_and_rows(sequence: tuple[np.ndarray, int], probes: list[int], sample_shift: int) -> None:
     values, universe = sequence
-    layout, words = codec.encode(values, universe)
+    layout, words = codec.encode(values, universe, sample_shift)
     coded = codec.EliasFano(layout, words)
     assert coded.decode_all().tolist() == values.tolist()
     distinct = np.unique(values)
-    distinct_coded = codec.EliasFano(*codec.encode(distinct, universe))
+    distinct_coded = codec.EliasFano(*codec.encode(distinct, universe, sample_shift))
     needles = np.array([*distinct.tolist(), *probes], dtype=np.uint64)
     expected = [int(np.searchsorted(distinct, np.uint64(x))) if x in set(distinct.tolist()) else -1 for x in needles.tolist()]  # uint64: a Python int above 2**53 would compare as a float
     assert distinct_coded.find(needles).tolist() == expected
@@ -65,6 +71,22 @@ def test_elias_fano_refuses_unsorted_or_out_of_range() -> None:
         codec.EliasFano(layout, words[:-1])
 
 
+@pytest.mark.parametrize("sample_shift", [codec.SAMPLE_SHIFT, codec.KEY_SAMPLE_SHIFT])
+def test_layout_is_the_smallest_of_the_two_low_widths(sample_shift: int) -> None:
+    rng = np.random.default_rng(3)
+    widened = 0
+    for count, universe in [(0, 5), (1, 1), (7, 2**64), (141_213, 2**62), (278_763, 141_213 * 30_729)] + [
+        (int(c), int(u)) for c, u in zip(rng.integers(1, 10**6, 40), rng.integers(1, 2**62, 40))
+    ]:
+        chosen = codec.Layout.for_values(count, universe, sample_shift)
+        usual = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
+        options = [codec.Layout(count, b, ((universe - 1) >> b) + 1, sample_shift) for b in range(max(0, usual - 3), min(63, usual + 4) + 1)]
+        assert chosen.words == min(option.words for option in options), (count, universe)
+        assert chosen.low_bits in (usual, usual + 1)
+        widened += chosen.low_bits == usual + 1
+    assert widened  # the wider choice is taken somewhere, so both kinds of layout are read back elsewhere
+
+
 def test_elias_fano_is_near_the_entropy_bound() -> None:
     values = np.unique(np.random.default_rng(0).integers(0, 2**63, 100_000, dtype=np.uint64))
     layout, words = codec.encode(values, 2**64)
@@ -74,6 +96,29 @@ def test_elias_fano_is_near_the_entropy_bound() -> None:
 
 
 # --- kernels ---------------------------------------------------------------------------
+
+
+@nb.njit(cache=False)
+def _bit_operations(words: np.ndarray) -> np.ndarray:
+    out = np.full((len(words), 66), -1, dtype=np.int64)
+    for i in range(len(words)):
+        out[i, 0] = bits.popcount(words[i])
+        out[i, 1] = bits.trailing_zeros(words[i])
+        for rank in range(out[i, 0]):
+            out[i, 2 + rank] = bits.select(words[i], np.int64(rank))
+    return out
+
+
+def test_bit_operations_equal_their_definitions() -> None:
+    rng = np.random.default_rng(5)
+    words = [0, 1, 2**63, 2**64 - 1, 2**32, 0x5555555555555555] + rng.integers(0, 2**64, 300, dtype=np.uint64).tolist()
+    words += [int(w) & int(rng.integers(0, 2**64, dtype=np.uint64)) for w in words[6:106]]  # sparser words
+    found = _bit_operations(np.array(words, dtype=np.uint64)).tolist()
+    for word, row in zip(words, found):
+        ones = [i for i in range(64) if word >> i & 1]
+        assert row[0] == len(ones)
+        assert row[1] == (ones[0] if ones else 64)
+        assert row[2 : 2 + len(ones)] == ones
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)

@@ -109,3 +109,21 @@ def test_vectorized_alignment_equals_char_span_expand() -> None:
         spans = [s for s in got if s is not None]
         set_span_values(doc, "delink_support", [s.start_char for s in spans], [s.end_char for s in spans], [(s.start, s.end) for s in spans])
         assert [s._.delink_support for s in spans] == [(s.start, s.end) for s in spans]
+
+
+def test_doc_text_is_rebuilt_exactly_from_the_token_array() -> None:
+    from spacy.tokens import Doc
+
+    from spacy_delink.components.alignment import DocText
+
+    nlp = spacy.blank("en")
+    texts = ["", "  ", "Hello  world!\n\nThe  cat's  hat ", "naïve café\u00a0x  y\t", "a b c d e f g h i j k", "😀 x😀 \u200b"]
+    rebuilt = DocText(limit=4)  # below the pieces of one text: the cache empties as it goes
+    for text in texts * 2:
+        doc = nlp.make_doc(text)
+        assert rebuilt(doc) == doc.text == text
+        assert rebuilt._strings is None  # no vocab is held between calls
+    words = Doc(nlp.vocab, words=["a", "b", "c"], spaces=[False, True, False])
+    assert rebuilt(words) == words.text == "ab c"
+    other = spacy.blank("de")  # another vocab: pieces are the same strings
+    assert rebuilt(other.make_doc("Hello  world!")) == "Hello  world!"

@@ -33,6 +33,7 @@ from ..errors import InputError
 from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.keys import KEY_ENV, resolve_key_path
 from ..linkage.ngrams import check_k
+from .alignment import DocText
 from .extensions import register_extensions
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class IndexedComponent(ABC):
         self.copy_index = copy_index
         self.scorer = scorer
         self._index: CorpusIndex | None = None
+        self.doc_text = DocText()
 
     @property
     def key_path(self) -> Path:

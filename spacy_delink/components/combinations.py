@@ -42,7 +42,7 @@ class CombinationDetector(IndexedComponent):
         self.flagging = check_strategy(flagging)  # what ``to_rephrase`` holds (docs/flagging.md)
 
     def __call__(self, doc: Doc) -> Doc:
-        detection = detect(self.index, doc.text, self.k, self.arity, self.max_combinations, self.flagging)
+        detection = detect(self.index, self.doc_text(doc), self.k, self.arity, self.max_combinations, self.flagging)
         result = detection.combinations
         assert result is not None  # arity >= 2
         reported = list(result.head(self.max_combinations))

@@ -44,6 +44,14 @@ def _token_risk(token: Token) -> float:
     return float(risks[token.i]) if risks else 0.0
 
 
+def _span_risk(span: Span) -> float:
+    """``1 / span._.delink_support``, read from the support itself: a risk stored beside
+    every support would be a second value per phrase to write, for nothing."""
+    data: dict[Any, Any] = span.doc.user_data  # typed str-keyed; spaCy's own extension keys are tuples
+    support = data.get((EXTENSION_MARK, "delink_support", span.start_char, span.end_char))
+    return 1.0 / support if support else 0.0
+
+
 def register(owner: Owner, name: str, *, default: Any = None, getter: Optional[Callable[..., Any]] = None) -> None:
     """Register ``owner._.name`` unless it exists; refuse one that another package registered differently."""
     if owner.has_extension(name):
@@ -75,7 +83,7 @@ def register_extensions() -> None:
     register(Doc, "delink_combinations")
     register(Doc, "delink_combination_linkable", default=False)
     register(Span, "delink_support")
-    register(Span, "delink_risk", default=0.0)
+    register(Span, "delink_risk", getter=_span_risk)
     register(Span, "delink_combinations")
     register(Token, "delink_risk", getter=_token_risk)
     register(Doc, "delink_source")

@@ -38,15 +38,13 @@ class LinkageRiskAnnotator(IndexedComponent):
         self.spans_key = spans_key
 
     def __call__(self, doc: Doc) -> Doc:
-        analysis = analyze(self.index, doc.text, self.k, exact_frequent=False)
+        analysis = analyze(self.index, self.doc_text(doc), self.k, exact_frequent=False)
         found = analysis.minimal_arrays()
         aligned = align(doc, found["start"], found["end"])
         support = found["support"][aligned.kept]
-        risks = 1.0 / support
         set_span_values(doc, "delink_support", aligned.start_char, aligned.end_char, support.tolist())
-        set_span_values(doc, "delink_risk", aligned.start_char, aligned.end_char, risks.tolist())
         doc.spans[self.spans_key] = aligned.spans(doc, NGRAM_LABEL)
-        set_token_risks(doc, aligned.first, aligned.stop, risks)
+        set_token_risks(doc, aligned.first, aligned.stop, 1.0 / support)
         record_anonymity(doc, self.name, analysis.anonymity())
         return doc
 

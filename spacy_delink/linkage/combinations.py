@@ -48,7 +48,9 @@ from typing import Any
 
 import numba as nb
 import numpy as np
+
 from ..errors import InputError
+from .bits import popcount, trailing_zeros
 from .index import CorpusIndex
 from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
 
@@ -313,18 +315,9 @@ def _popcount_products(bits: np.ndarray, fresh: np.ndarray, pairs: np.ndarray) -
                 continue
             support = 0
             for w in range(bits.shape[1]):
-                support += _popcount(bits[a, w] & bits[b, w])
+                support += popcount(bits[a, w] & bits[b, w])
             pairs[a, b] = support
             pairs[b, a] = support
-
-
-@nb.njit(cache=True, nogil=True)
-def _popcount(word: np.uint64) -> int:
-    """Set bits of one word (SWAR)."""
-    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    word = (word & np.uint64(0x3333333333333333)) + ((word >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return int((word * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -337,10 +330,9 @@ def _local_bits(bits: np.ndarray, a: int, rows: np.ndarray, docs: np.ndarray, ou
     for w in range(bits.shape[1]):
         word = bits[a, w]
         while word:
-            low = word & (~word + np.uint64(1))
-            docs[own] = w * 64 + _popcount(low - np.uint64(1))
+            docs[own] = w * 64 + trailing_zeros(word)
             own += 1
-            word ^= low
+            word &= word - np.uint64(1)
     words = (own + 63) // 64
     out[: len(rows) * max(words, 1)] = 0
     for row_at in range(len(rows)):
@@ -420,7 +412,7 @@ def _triple_scan(
         overlap_with_a = overlap_with_a[by_overlap]
         own = 0
         for w in range(bits.shape[1]):
-            own += _popcount(bits[a, w])
+            own += popcount(bits[a, w])
         narrow = own <= narrow_limit  # each partner's share of a's documents fits one word: count every support exactly
         words = 0
         local = np.zeros((0, 0), dtype=np.uint64)  # a's documents only: built when the first pair passes the bounds (most never do)
@@ -436,7 +428,7 @@ def _triple_scan(
                 break
             for j in range(i + 1, end):
                 if narrow:
-                    support = _popcount(local_one[i] & local_one[j])
+                    support = popcount(local_one[i] & local_one[j])
                     if support < 1 or support >= k:
                         continue
                 c = ranked[j]
@@ -460,7 +452,7 @@ def _triple_scan(
                         words = _local_bits(bits, a, ranked, docs, local.reshape(-1))
                     support = 0
                     for w in range(words):
-                        support += _popcount(local[i, w] & local[j, w])
+                        support += popcount(local[i, w] & local[j, w])
                     if support < 1 or support >= k:
                         continue
                 if total == len(supports):
@@ -532,7 +524,7 @@ def _lowest_triple_through_pairs(bits: np.ndarray, pairs: np.ndarray, k: int, be
                     continue
                 support = 0
                 for w in range(bits.shape[1]):
-                    support += _popcount(bits[c, w] & shared[w])
+                    support += popcount(bits[c, w] & shared[w])
                 if 1 <= support < best:
                     best = support
     return best

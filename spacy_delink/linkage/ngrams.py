@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from .index import CorpusIndex
-from .index.hashing import extend
+from .index.kernels import extend_positions
 from .tokenize import Tokens
 
 
@@ -213,14 +213,10 @@ def analyze(
         if n > 1:
             # Extend the (n-1)-grams at i whose suffix at i+1 is also frequent enough (>= 2).
             previous = levels[-1]
-            common = np.flatnonzero(previous.df >= 2)
-            starts = previous.positions[common]
-            chain = (starts[1:] == starts[:-1] + 1) & (remaining[starts[:-1]] >= n)
-            extendable = common[:-1][chain]
-            positions = starts[:-1][chain]
-            if not len(positions):
+            extended, keys = extend_positions(previous.positions, previous.keys, previous.df >= 2, remaining, digests, n)
+            if not len(extended):
                 break
-            keys = extend(previous.keys[extendable], digests[positions + n - 1])
+            positions = extended.astype(np.int64)
         rows, df = index.levels[n].lookup(keys, 0 if exact_frequent else k)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
     return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k)

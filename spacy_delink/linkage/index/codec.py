@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
-from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
+
+from ..bits import popcount, prefetch, select, trailing_zeros
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
 Int = Union[int, np.int64]
@@ -52,15 +52,6 @@ SAMPLE_SHIFT = 8
 KEY_SAMPLE_SHIFT = 6
 _U1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_DEBRUIJN_TABLE = np.array(
-    [
-        0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24,
-        18, 12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25,
-        14, 19, 9, 13, 8, 7, 6,
-    ],
-    dtype=np.int64,
-)
 
 
 #: Values of one row walked one by one before ``row_bounds`` searches for the row's end.
@@ -82,11 +73,17 @@ class Layout:
 
     @classmethod
     def for_values(cls, count: int, universe: int, sample_shift: int = SAMPLE_SHIFT) -> "Layout":
-        """The layout for ``count`` values below ``universe`` (a Python int, up to 2^64)."""
+        """The smallest layout for ``count`` values below ``universe`` (a Python int, up to 2^64).
+
+        Elias-Fano's usual low width, floor(log2(universe / count)), is the best without
+        samples; the samples cost a bit per 2^``sample_shift`` buckets, so one low bit more
+        (half the buckets) can be smaller in all. Both are tried and the fewer words kept.
+        """
         if count < 0 or universe < 1:
             raise ValueError(f"invalid Elias-Fano layout: {count} values below {universe}")
-        low_bits = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
-        return cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift)
+        usual = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
+        candidates = [cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift) for low_bits in {usual, min(63, usual + 1)}]
+        return min(candidates, key=lambda layout: (layout.words, layout.low_bits))
 
     @property
     def low_words(self) -> int:
@@ -106,21 +103,6 @@ class Layout:
 
     def to_dict(self) -> dict[str, int]:
         return {"count": self.count, "low_bits": self.low_bits, "buckets": self.buckets, "sample_shift": self.sample_shift}
-
-
-@nb.njit(cache=True, nogil=True)
-def _ctz(word: np.uint64) -> np.int64:
-    """Trailing zeros of a non-zero word (de Bruijn multiplication)."""
-    isolated = word & (~word + _U1)
-    return _DEBRUIJN_TABLE[(isolated * _DEBRUIJN) >> np.uint64(58)]
-
-
-@nb.njit(cache=True, nogil=True)
-def _popcount(word: np.uint64) -> np.int64:
-    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    word = (word & np.uint64(0x3333333333333333)) + ((word >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((word * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -194,11 +176,9 @@ def _bucket_start(words: np.ndarray, high_base: Int, sample_base: Int, shift: In
     zeros = (~words[high_base + word_no]) >> np.uint64(position & 63)
     base = position
     while True:
-        count = _popcount(zeros)
+        count = popcount(zeros)
         if count >= need:
-            for _ in range(need - 1):
-                zeros &= zeros - _U1
-            return base + _ctz(zeros) + 1
+            return base + select(zeros, need - 1) + 1
         need -= count
         word_no += 1
         if word_no >= limit:
@@ -217,13 +197,13 @@ def _next_bit(words: np.ndarray, high_base: Int, sample_base: Int, position: Int
     flip = np.uint64(0) if one else _ALL
     bits = (words[high_base + word_no] ^ flip) >> np.uint64(position & 63)
     if bits:
-        return position + _ctz(bits)
+        return position + trailing_zeros(bits)
     word_no += 1
     while word_no < limit and words[high_base + word_no] ^ flip == 0:
         word_no += 1
     if word_no >= limit:
         return limit << 6
-    return (word_no << 6) + _ctz(words[high_base + word_no] ^ flip)
+    return (word_no << 6) + trailing_zeros(words[high_base + word_no] ^ flip)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -373,25 +353,6 @@ def _locate(
     return 0, row, start, start  # in no class: only a damaged, unverified file gets here
 
 
-@intrinsic
-def _prefetch(typingctx: Any, address: Any) -> Any:
-    """Ask the CPU to start loading the cache line at the integer ``address`` (``llvm.prefetch``:
-    a read, kept in every cache level); it never faults, whatever the address."""
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        byte_pointer = ir.IntType(8).as_pointer()
-        flag = ir.IntType(32)
-        # The intrinsic's name carries its pointer type: "ptr" where llvmlite emits opaque pointers, "i8*" before.
-        name = "llvm.prefetch.p0" if str(byte_pointer) == "ptr" else "llvm.prefetch.p0i8"
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, flag, flag, flag]), name
-        )
-        builder.call(function, [builder.inttoptr(args[0], byte_pointer), flag(0), flag(3), flag(1)])
-        return context.get_dummy_value()
-
-    return types.void(address), codegen
 
 
 #: Searches between the first loads of one and the search itself (``_lookup_sharded``, ``_posting_bounds``).
@@ -405,7 +366,7 @@ def _prefetch_sample(table: np.ndarray, params: np.ndarray, shard: Int, value: n
     p = params[shard]
     bucket = np.int64(value >> np.uint64(p[1]))
     if bucket < p[2]:
-        _prefetch(table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+        prefetch(table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
 
 
 @nb.njit(cache=True, nogil=True)
@@ -420,8 +381,8 @@ def _prefetch_words(table: np.ndarray, params: np.ndarray, shard: Int, value: np
     position = np.int64(_words(table, shard)[p[4] + sample])
     address = table[shard, 0]
     rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
-    _prefetch(address + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
-    _prefetch(address + np.uint64(8 * ((rank * p[1]) >> 6)))
+    prefetch(address + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
+    prefetch(address + np.uint64(8 * ((rank * p[1]) >> 6)))
     return rank
 
 
@@ -460,7 +421,7 @@ def _lookup_sharded(
             shard = shards[ahead]
             rank = _prefetch_words(key_table, key_params, shard, keys[ahead] & low_mask)
             if cap == 2:
-                _prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
+                prefetch(frequent_table[shard, 0] + np.uint64(8 * (rank >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
         i = step - 2 * _PREFETCH_DISTANCE
         if i < 0:
             continue
@@ -658,13 +619,13 @@ class ShardedLevel:
 
     def lookup(self, needles: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Row of each needle (-1 when absent) and its df, capped at ``cap`` when ``cap`` > 0."""
-        unique, inverse = np.unique(np.asarray(needles, dtype=np.uint64), return_inverse=True)
+        unique = np.ascontiguousarray(needles, dtype=np.uint64)
         rows, df = _lookup_sharded(
             self._key_table, self._key_params, self._posting_table, self._posting_params, self._member_table,
             self._member_params, self._frequent_table, self.row_base, self.shard_bits, self.width, self._dense_floor,
             unique, cap,
         )
-        return rows[inverse], df[inverse]
+        return rows, df
 
 
 @dataclass(frozen=True)
