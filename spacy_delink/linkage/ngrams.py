@@ -106,7 +106,7 @@ class LinkageAnalysis:
             masks = []
             for level in self.levels:
                 mask = (level.df >= 1) & (level.df < self.k)
-                if level.n > 1:
+                if level.n > 1 and self.k > 2:  # at k = 2 the extension rule (both sub-grams df >= 2) is the test
                     shorter = self.df_of(level.n - 1)
                     mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
                 masks.append(mask)
