@@ -20,36 +20,41 @@ from spacy.tokens import Doc, Span
 from .extensions import EXTENSION_MARK
 
 
-class DocText(dict[tuple[int, int], str]):
+#: The text after a token: indexed by its ``SPACY`` flag.
+_TRAILING = np.array(["", " "], dtype=object)
+
+
+class DocText(dict[int, str]):
     """``doc.text``, rebuilt from the Doc's token array and a cache of token texts.
 
     spaCy builds ``doc.text`` from a ``Token`` object per token, which on a long document
-    costs a third as much as the whole index search. The same text is the join of each
-    token's ``orth_`` and, where ``SPACY`` is set, one space; this cache maps
-    ``(orth, space)`` to that piece, so a Doc's text is one C-level join over its token
-    array. Pieces come from the Doc's own string store, so the text is exactly ``doc.text``.
-    The cache is emptied when it reaches ``limit`` pieces, to bound its memory.
+    costs a third as much as the whole index search. The same text is each token's
+    ``orth_`` followed by one space where ``SPACY`` is set; this cache maps ``orth`` to
+    ``orth_``, so a Doc's text is a C-level map over its token array and one join. Texts
+    come from the Doc's own string store, so the result is exactly ``doc.text``. The cache
+    holds no other state (threads may share it) and is emptied when it reaches ``limit``
+    texts, to bound its memory.
     """
 
     def __init__(self, limit: int = 1 << 18) -> None:
         super().__init__()
         self.limit = limit
-        self._strings: Any = None
 
     def __call__(self, doc: Doc) -> str:
         if len(self) >= self.limit:
             self.clear()
         tokens = doc.to_array([ORTH, SPACY])
-        self._strings = doc.vocab.strings
+        orths = tokens[:, 0].tolist()
+        pieces = np.empty(2 * len(orths), dtype=object)
         try:
-            return "".join(map(self.__getitem__, zip(tokens[:, 0].tolist(), tokens[:, 1].tolist())))
-        finally:
-            self._strings = None  # no reference to a vocab outlives the call (components are pickled)
-
-    def __missing__(self, key: tuple[int, int]) -> str:
-        orth, space = key
-        piece = self[key] = self._strings[orth] + (" " if space else "")
-        return piece
+            pieces[0::2] = list(map(self.__getitem__, orths))
+        except KeyError:  # a token text not seen yet (or the cache was just emptied)
+            strings = doc.vocab.strings
+            texts = {orth: strings[orth] for orth in set(orths)}
+            self.update(texts)
+            pieces[0::2] = list(map(texts.__getitem__, orths))
+        pieces[1::2] = _TRAILING[tokens[:, 1]]
+        return "".join(pieces.tolist())
 
 
 @dataclass
