@@ -196,12 +196,12 @@ class DelinkRewriter(IndexedComponent):
         return doc
 
     def __call__(self, doc: Doc) -> Doc:
-        return self._to_doc(doc, self.rewrite_texts([doc.text])[0])
+        return self._to_doc(doc, self.rewrite_texts([self.doc_text(doc)])[0])
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 32) -> Iterator[Doc]:
         """Batches share LLM calls; the model runs their requests concurrently."""
         for batch in spacy.util.minibatch(stream, batch_size):
-            results = self.rewrite_texts([doc.text for doc in batch])
+            results = self.rewrite_texts([self.doc_text(doc) for doc in batch])
             yield from (self._to_doc(doc, result) for doc, result in zip(batch, results))
 
     def llm_calls(self) -> int:

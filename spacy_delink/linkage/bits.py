@@ -4,7 +4,8 @@ Index lookups and pair supports spend their time counting, finding and selecting
 words. Written as arithmetic (SWAR sums, a de Bruijn table, clearing the lowest bit in a
 loop) each costs tens of cycles; LLVM's ``ctpop``/``cttz`` intrinsics compile to the
 POPCNT/TZCNT instructions of the host CPU (numba compiles for it) and to the same
-arithmetic where a CPU lacks them. Called from ``@numba.njit`` code only.
+arithmetic where a CPU lacks them. ``prefetch`` is the same kind of intrinsic for a cache
+line. Called from ``@numba.njit`` code only.
 """
 from __future__ import annotations
 

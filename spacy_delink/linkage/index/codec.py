@@ -82,7 +82,9 @@ class Layout:
         if count < 0 or universe < 1:
             raise ValueError(f"invalid Elias-Fano layout: {count} values below {universe}")
         usual = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
-        candidates = [cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift) for low_bits in {usual, min(63, usual + 1)}]
+        candidates = [
+            cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift) for low_bits in {usual, min(63, usual + 1)}
+        ]
         return min(candidates, key=lambda layout: (layout.words, layout.low_bits))
 
     @property
@@ -353,8 +355,6 @@ def _locate(
     return 0, row, start, start  # in no class: only a damaged, unverified file gets here
 
 
-
-
 #: Searches between the first loads of one and the search itself (``_lookup_sharded``, ``_posting_bounds``).
 _PREFETCH_DISTANCE = 8
 
@@ -569,8 +569,9 @@ class ShardedLevel:
     A compiled loop cannot take a Python list of arrays (numba's typed list costs over a
     second to set up in every process), so each kind of array is passed as a table of
     ``(address, length)`` rows that the kernel views with ``numba.carray``; this object
-    holds the arrays, which keeps every address valid. ``lookup`` sorts and deduplicates
-    the keys (a text's common words are searched once), so each shard's keys form one run.
+    holds the arrays, which keeps every address valid. ``lookup`` searches the keys as
+    given: a repeated key's second search reads lines already in cache, which costs less
+    than the sort that would find the repeats.
 
     ``postings[s]`` is shard ``s``'s posting classes: the rare rows' sequence, then a
     ``(rows, postings)`` pair per class of frequent rows, whose lowest df is in
@@ -619,13 +620,11 @@ class ShardedLevel:
 
     def lookup(self, needles: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Row of each needle (-1 when absent) and its df, capped at ``cap`` when ``cap`` > 0."""
-        unique = np.ascontiguousarray(needles, dtype=np.uint64)
-        rows, df = _lookup_sharded(
+        return _lookup_sharded(
             self._key_table, self._key_params, self._posting_table, self._posting_params, self._member_table,
             self._member_params, self._frequent_table, self.row_base, self.shard_bits, self.width, self._dense_floor,
-            unique, cap,
+            np.ascontiguousarray(needles, dtype=np.uint64), cap,
         )
-        return rows, df
 
 
 @dataclass(frozen=True)

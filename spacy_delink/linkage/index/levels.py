@@ -41,7 +41,7 @@ class Level:
         """Row of each key (-1 when not stored) and its document frequency (0), capped at
         ``cap`` when ``cap`` > 0 (a threshold k <= cap needs no more, and it is cheaper).
 
-        Repeated keys (a text's common words) are searched once (``codec.ShardedLevel``).
+        Repeated keys are searched again, from cache (``codec.ShardedLevel``).
         """
         return self._search.lookup(keys, cap)
 
