@@ -6,8 +6,9 @@ load on first access, which keeps ``import spacy_delink`` and ``delink --help`` 
 """
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -87,17 +88,4 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from .tabular import PrivacyMeasure, PrivacyReport, entropy_change, local_privacy_level, privacy_level
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spacy_delink' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, extra=("__version__",))

@@ -1,40 +1,50 @@
 """Learned redaction (Gusain & Leith 2025): a trainable word ranker and a divergence-based privacy estimate.
 
-Importing this package registers the ``delink_redactor`` factory; torch and transformers load
-only when a ranker or the MiniLM encoder is used.
+spaCy imports ``component`` (the ``delink_redactor`` factory) whenever it builds a pipeline,
+so nothing here loads scikit-learn, SciPy, torch or transformers before it is used: the
+names below load on first access, and the component imports its baselines when it trains.
 """
-from .baselines import attack_auc, logreg_word_weights
-from .component import DelinkRedactor, make_redactor
-from .embeddings import DocTensorEmbedder, TransformerEncoder
-from .evaluation import PrivacySettings, plot_privacy_curve, privacy_curve
-from .privacy import (
-    DivergenceEstimate,
-    bounding_epsilon,
-    gaussian_divergence,
-    knn_divergence,
-    paper_estimate,
-    renyi_divergence,
-    zcdp_epsilon,
-)
-from .ranker import RankerSettings, train_ranker
+from __future__ import annotations
 
-__all__ = [
-    "DelinkRedactor",
-    "DivergenceEstimate",
-    "DocTensorEmbedder",
-    "PrivacySettings",
-    "RankerSettings",
-    "TransformerEncoder",
-    "attack_auc",
-    "bounding_epsilon",
-    "gaussian_divergence",
-    "knn_divergence",
-    "logreg_word_weights",
-    "make_redactor",
-    "paper_estimate",
-    "plot_privacy_curve",
-    "privacy_curve",
-    "renyi_divergence",
-    "train_ranker",
-    "zcdp_epsilon",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+_EXPORTS = {
+    "attack_auc": "baselines",
+    "logreg_word_weights": "baselines",
+    "DelinkRedactor": "component",
+    "make_redactor": "component",
+    "DocTensorEmbedder": "embeddings",
+    "TransformerEncoder": "embeddings",
+    "PrivacySettings": "evaluation",
+    "plot_privacy_curve": "evaluation",
+    "privacy_curve": "evaluation",
+    "DivergenceEstimate": "privacy",
+    "bounding_epsilon": "privacy",
+    "gaussian_divergence": "privacy",
+    "knn_divergence": "privacy",
+    "paper_estimate": "privacy",
+    "renyi_divergence": "privacy",
+    "zcdp_epsilon": "privacy",
+    "RankerSettings": "ranker",
+    "train_ranker": "ranker",
+}
+
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from .baselines import attack_auc, logreg_word_weights
+    from .component import DelinkRedactor, make_redactor
+    from .embeddings import DocTensorEmbedder, TransformerEncoder
+    from .evaluation import PrivacySettings, plot_privacy_curve, privacy_curve
+    from .privacy import (
+        DivergenceEstimate,
+        bounding_epsilon,
+        gaussian_divergence,
+        knn_divergence,
+        paper_estimate,
+        renyi_divergence,
+        zcdp_epsilon,
+    )
+    from .ranker import RankerSettings, train_ranker
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -28,7 +28,6 @@ from spacy.util import to_disk as write_parts
 from ..components.extensions import register
 from ..errors import DelinkError, InputError
 from ..io import read_jsonl
-from .baselines import logreg_word_weights
 from .embeddings import EMBEDDERS, WordEmbedder, fork_safe_torch, make_word_embedder, word_token_indices
 from .ranker import RankerSettings, build_ranker_net, redaction_count, train_ranker, wrap_ranker
 
@@ -185,6 +184,8 @@ class DelinkRedactor:
         if not sensitive or not safe:
             raise InputError(f"{self.name}: training needs Docs on both the sensitive and the safe side")
         if self.method in LOGREG_METHODS:
+            from .baselines import logreg_word_weights  # scikit-learn: not for every pipeline spaCy builds
+
             self.word_weights = logreg_word_weights(
                 [[doc[i].text for i in word_token_indices(doc)] for doc in sensitive],
                 [[doc[i].text for i in word_token_indices(doc)] for doc in safe],
