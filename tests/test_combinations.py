@@ -1,9 +1,11 @@
 """SPEC §5–6: combinations against the enumerating oracle, by hand, and bad input."""
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -282,3 +284,46 @@ def test_candidates_in_more_documents_than_a_word_holds_match_the_oracle(
             assert (capped.anonymity, capped.combination_linkable) == (expected["anonymity"], expected["combination_linkable"]), where
             assert {(capped.candidates[i].start, capped.candidates[i].end) for i in capped.flagged()} == expected["flagged"], where
     assert max(len(p) for p in full.postings) > 64
+
+
+@pytest.mark.parametrize("narrow_limit", [64, 0])
+def test_triples_among_any_subset_and_anchors_equal_brute_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, narrow_limit: int
+) -> None:
+    """``triples_among`` (a cover's question) against every triple counted from the posting
+    lists: the same rows for random survivors and anchors, in the full scan's order when
+    ``ordered`` and as the same set when not (the scan then visits only anchored partners)."""
+    monkeypatch.setattr(combinations, "_NARROW_DOCUMENTS", narrow_limit)
+    rng = random.Random(7)
+    corpus = [". ".join(rng.sample(PIECES, rng.randint(2, 7))) for _ in range(150)]
+    index = build(tmp_path, corpus, max_n=3)
+    k = 40  # here 23 of the 56 triples of the 8 candidates are linkable, none of their pairs
+    found = analyze_combinations(index, analyze(index, ". ".join(PIECES), k), 3, max_combinations=0)
+    assert found.triples_complete  # no linkable pair: the decision enumerated them; a cover usually finds them unlisted
+    listed = found.triples
+    found.triples_complete = False  # so triples_among searches, as after a mask
+    postings = [set(p.tolist()) for p in found.postings]
+    count = len(postings)
+    assert count >= 8 and max(map(len, postings)) > 64  # the wide path too, at the limit of 0
+    anchored_hits = 0
+    for trial in range(24):
+        kept = np.array([rng.random() < 0.8 for _ in range(count)])
+        through = None if trial % 4 == 0 else np.array([rng.random() < 0.25 for _ in range(count)])
+        expected = {
+            (a, b, c)
+            for a, b, c in itertools.combinations(range(count), 3)
+            if kept[[a, b, c]].all()
+            and (through is None or through[[a, b, c]].any())
+            and min(len(postings[a] & postings[b]), len(postings[a] & postings[c]), len(postings[b] & postings[c])) >= k
+            and 1 <= len(postings[a] & postings[b] & postings[c]) < k
+        }
+        ordered, ordered_support = found.triples_among(kept, through)
+        loose, loose_support = found.triples_among(kept, through, ordered=False)
+        assert {tuple(t) for t in ordered.tolist()} == expected, trial
+        assert sorted(zip(map(tuple, loose.tolist()), loose_support.tolist())) == sorted(zip(map(tuple, ordered.tolist()), ordered_support.tolist()))
+        everything, _ = found.triples_among(kept)  # the order of a scan of every pair, filtered
+        assert [tuple(t) for t in everything.tolist()] == [tuple(t) for t in listed.tolist() if kept[t].all()], trial
+        in_scan_order = [t for t in map(tuple, everything.tolist()) if through is None or through[list(t)].any()]
+        assert [tuple(t) for t in ordered.tolist()] == in_scan_order, trial
+        anchored_hits += len(expected) if through is not None else 0
+    assert anchored_hits > 0

@@ -164,12 +164,15 @@ class CombinationAnalysis:
             self._all_pairs = _linkable_pairs(self.pair_matrix, self.k)
         return self._all_pairs
 
-    def triples_among(self, kept: np.ndarray, through: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def triples_among(
+        self, kept: np.ndarray, through: np.ndarray | None = None, ordered: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Linkable triples of the candidates ``kept`` (bool per candidate) none of whose pairs is linkable.
 
         For a set that holds no linkable pair (a cover's survivors) these are all its
         linkable triples: a triple with an empty pair has support 0. With ``through`` (bool
-        per candidate), only those with a member in it.
+        per candidate), only those with a member in it. Without ``ordered`` the rows come in
+        no fixed order, for a caller that uses them as a set.
         """
         anchored = self.anchored if through is None else through
         chosen = np.flatnonzero(kept)
@@ -182,7 +185,7 @@ class CombinationAnalysis:
             return self.triples[inside], self.triple_support[inside]
         members, support = _minimal_triples(
             self.bits[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
-            _ranks(self.candidates)[chosen], None, None if anchored is None else anchored[chosen],
+            _ranks(self.candidates)[chosen], None, None if anchored is None else anchored[chosen], ordered,
         )
         return np.sort(chosen[members], axis=1), support
 
@@ -353,6 +356,7 @@ def _triple_scan(
     flagged: np.ndarray,
     use_flags: bool,
     narrow_limit: int,
+    ordered: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Step 3's search, compiled: every triple from its rarest member ``a``, within ``a``'s documents.
 
@@ -363,8 +367,10 @@ def _triple_scan(
     their overlap with ``a``, so those c that can meet |a∩b| + |a∩c| - df_a < k for a b are
     a prefix, which shrinks as |a∩b| grows: pairs failing that bound are never visited.
     Only triples with an ``anchored`` member are searched; with ``use_flags`` only those
-    whose lowest-``rank`` member is not ``flagged`` yet, which are then flagged. The
-    triples come in the order of (a, b, c) by df (the order of a scan of every pair).
+    whose lowest-``rank`` member is not ``flagged`` yet, which are then flagged. With
+    ``ordered``, the triples come in the order of (a, b, c) by df (the order of a scan of
+    every pair); without, in the order found (a cover treats them as a set, and the sort
+    is a fifth of the search).
     """
     count = len(df)
     order = np.argsort(df, kind="mergesort")
@@ -418,6 +424,9 @@ def _triple_scan(
         local = np.zeros((0, 0), dtype=np.uint64)  # a's documents only: built when the first pair passes the bounds (most never do)
         if narrow:
             words = _local_bits(bits, a, ranked, docs, local_one)
+        # Where no triple through a and b is anchored, only the anchored partners c are visited.
+        anchored_at = np.flatnonzero(anchored[ranked])
+        next_anchored = 0
         end = kept
         for i in range(kept):
             b = ranked[i]
@@ -426,7 +435,21 @@ def _triple_scan(
                 end -= 1
             if end <= i + 1:
                 break
-            for j in range(i + 1, end):
+            while next_anchored < len(anchored_at) and anchored_at[next_anchored] <= i:
+                next_anchored += 1
+            every = anchored[a] or anchored[b]
+            at = next_anchored
+            j = i
+            while True:
+                if every:
+                    j += 1
+                elif at < len(anchored_at):
+                    j = anchored_at[at]
+                    at += 1
+                else:
+                    break
+                if j >= end:
+                    break
                 if narrow:
                     support = popcount(local_one[i] & local_one[j])
                     if support < 1 or support >= k:
@@ -462,11 +485,14 @@ def _triple_scan(
                 first, second, third = min(a, b, c), max(min(a, b), min(max(a, b), c)), max(a, b, c)
                 found[total, 0], found[total, 1], found[total, 2] = first, second, third
                 supports[total] = support
-                near, far = min(position_of[b], position_of[c]), max(position_of[b], position_of[c])
-                visit[total] = (position * count + near) * count + far
+                if ordered:
+                    near, far = min(position_of[b], position_of[c]), max(position_of[b], position_of[c])
+                    visit[total] = (position * count + near) * count + far
                 total += 1
                 if use_flags:
                     flagged[lowest] = True
+    if not ordered:
+        return found[:total], supports[:total]
     in_order = np.argsort(visit[:total], kind="mergesort")
     return found[:total][in_order], supports[:total][in_order]
 
@@ -479,13 +505,15 @@ def _minimal_triples(
     rank: np.ndarray,
     flagged: np.ndarray | None,
     anchored: np.ndarray | None = None,
+    ordered: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Linkable triples all of whose pairs have support >= k (see module docstring, step 3).
 
     With ``flagged`` (bool per candidate), only triples whose flagged member — the lowest
     ``rank`` — is not flagged yet are kept, and ``flagged`` is updated as they are found.
     With ``anchored`` (bool per candidate), only triples with an anchored member are searched
-    (the others are known not to be linkable, step 6).
+    (the others are known not to be linkable, step 6). Without ``ordered``, they come in
+    the order found rather than the order of a full scan (``_triple_scan``).
     """
     count = len(df)
     if count < 3:
@@ -500,6 +528,7 @@ def _minimal_triples(
         np.zeros(count, dtype=np.bool_) if flagged is None else flagged,
         flagged is not None,
         _NARROW_DOCUMENTS,
+        ordered,
     )
 
 

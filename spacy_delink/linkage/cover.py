@@ -195,9 +195,10 @@ class _Hypergraph:
     can change none of the choices below and is left out (about half the pairs of a pass).
     """
 
-    def __init__(self, edges: list[np.ndarray], weight: np.ndarray, fixed: np.ndarray) -> None:
+    def __init__(self, edges: list[np.ndarray], weight: np.ndarray, fixed: np.ndarray, opened: int = 0) -> None:
+        """``edges[:opened]`` are open already (``_open_edges``): a cover that grows its edges filters each array once."""
         self.fixed = fixed
-        edges = [_open_edges(e, fixed) for e in edges]
+        self.edges = edges = edges[:opened] + [_open_edges(e, fixed) for e in edges[opened:]]
         width = max((e.shape[1] for e in edges), default=2)
         self.members = np.full((sum(len(e) for e in edges), width), -1, dtype=np.int64)
         row = 0
@@ -420,7 +421,7 @@ def _lazy_triples(
         anchors = None if checked is None else ~removed & ~checked
         if anchors is not None and not anchors.any():
             return removed
-        triples, _ = combos.triples_among(~removed, anchors)
+        triples, _ = combos.triples_among(~removed, anchors, ordered=False)  # edges of a set cover: any order
         checked = ~removed  # those within the last survivors were known, the rest were just found
         if not len(triples):
             return removed
@@ -436,10 +437,13 @@ def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, 
     graph = _Hypergraph([pairs.astype(np.int64)] if len(pairs) else [], weight, free)
     starts = [graph.improve(graph.greedy(free)), graph.improve(graph.local_ratio(free))]
     removed = min(starts, key=instance.cost)
+    opened = graph.edges  # the open edges so far: _lazy_triples only appends to its list
 
     def solve(edges: list[np.ndarray], removed: np.ndarray) -> np.ndarray:
-        graph = _Hypergraph(edges, weight, free)
-        return graph.improve(graph.greedy(removed))
+        nonlocal opened
+        grown = _Hypergraph(opened + edges[len(opened) :], weight, free, opened=len(opened))
+        opened = grown.edges
+        return grown.improve(grown.greedy(removed))
 
     removed = _lazy_triples(detection, removed, solve)
     paper = free | _paper_pair_flags(combos, pairs)
@@ -513,7 +517,7 @@ def _hits_all(detection: "Detection", removed: np.ndarray) -> bool:
     pairs, _ = combos.all_pairs()
     if len(pairs) and not removed[pairs].any(axis=1).all():
         return False
-    triples, _ = combos.triples_among(~removed)
+    triples, _ = combos.triples_among(~removed, ordered=False)
     return not len(triples)
 
 
