@@ -52,6 +52,7 @@ import numpy as np
 from ..errors import InputError
 from .bits import popcount, trailing_zeros
 from .index import CorpusIndex
+from .index.levels import split_documents
 from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
 
 ARITY_RANGE = (2, 3)
@@ -94,7 +95,8 @@ class CombinationAnalysis:
     ``max_combinations`` of them (``pair_count`` counts them all; a cap of 0, the rewriter's,
     lists nothing to report but keeps them all for its cover); ``triples_complete``
     says whether every minimal triple was enumerated (module docstring, step 5). The
-    postings, membership matrix (``bits``: packed rows, see ``_membership``) and pair supports
+    posting lists (``documents``: all of them concatenated in candidate order, ``df`` long
+    each), membership matrix (``bits``: packed rows, see ``_membership``) and pair supports
     stay for what is asked later (flags, covers, the analysis after a mask).
     """
 
@@ -109,7 +111,7 @@ class CombinationAnalysis:
     arity: int
     k: int
     keys: np.ndarray
-    postings: list[np.ndarray]
+    documents: np.ndarray
     bits: np.ndarray
     df: np.ndarray
     pair_matrix: np.ndarray
@@ -120,6 +122,11 @@ class CombinationAnalysis:
     @property
     def combination_linkable(self) -> bool:
         return self.pair_count > 0 or len(self.triples) > 0
+
+    @property
+    def postings(self) -> list[np.ndarray]:
+        """Each candidate's posting list (sorted document numbers)."""
+        return split_documents(self.df, self.documents)
 
     def head(self, limit: int | None = None) -> list[Combination]:
         """The first ``limit`` combinations in the SPEC order (size, support, start offsets)."""
@@ -232,35 +239,52 @@ def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
 
 def _candidate_postings(
     index: CorpusIndex, candidates: list[Occurrence], known: np.ndarray, previous: CombinationAnalysis | None
-) -> list[np.ndarray]:
-    """Each candidate's posting list: lent by ``previous`` where it had the candidate
-    (``known``: its row there, else -1), the rest decoded level by level in one call each."""
-    postings: dict[int, np.ndarray] = {}
-    missing: dict[int, list[int]] = {}
-    for i, row in enumerate(known.tolist()):
-        if previous is not None and row >= 0:
-            postings[i] = previous.postings[row]
-        else:
-            missing.setdefault(candidates[i].n, []).append(i)
-    for n, chosen in missing.items():
-        postings.update(zip(chosen, index.levels[n].documents_many(np.array([candidates[i].row for i in chosen]))))
-    return [postings[i] for i in range(len(candidates))]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates' posting lists, concatenated in candidate order, and each one's length (df).
+
+    A list is lent by ``previous`` where it had the candidate (``known``: its row there,
+    else -1); the rest are decoded level by level, one compiled call each. Each list is
+    then one range of a pool of those arrays, gathered in one indexing.
+    """
+    df = np.zeros(len(candidates), dtype=np.int64)
+    start = np.zeros(len(candidates), dtype=np.int64)  # of each list in the pool
+    pool: list[np.ndarray] = []
+    pooled = 0
+    lent = np.flatnonzero(known >= 0) if previous is not None else np.zeros(0, dtype=np.int64)
+    if len(lent):
+        assert previous is not None
+        df[lent] = previous.df[known[lent]]
+        start[lent] = (np.cumsum(previous.df) - previous.df)[known[lent]]
+        pool.append(previous.documents)
+        pooled = len(previous.documents)
+    missing = np.flatnonzero(known < 0) if previous is not None else np.arange(len(candidates))
+    lengths = np.array([c.n for c in candidates], dtype=np.int64)
+    rows = np.array([c.row for c in candidates], dtype=np.int64)
+    for n in np.unique(lengths[missing]).tolist():
+        chosen = missing[lengths[missing] == n]
+        df[chosen], documents = index.levels[n].documents_flat(rows[chosen])
+        start[chosen] = pooled + np.cumsum(df[chosen]) - df[chosen]
+        pool.append(documents)
+        pooled += len(documents)
+    if not pool:
+        return np.zeros(0, dtype=np.int64), df
+    within = np.arange(int(df.sum()), dtype=np.int64) - np.repeat(np.cumsum(df) - df, df)
+    return np.concatenate(pool)[np.repeat(start, df) + within], df
 
 
-def _membership(index: CorpusIndex, postings: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Packed 0/1 rows over the documents holding >= 2 candidates, and each row's df.
+def _membership(index: CorpusIndex, documents: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Packed 0/1 rows over the documents holding >= 2 candidates: ``documents`` are the
+    posting lists concatenated, ``df`` long each (``_candidate_postings``).
 
     Column ``d`` of a row is bit ``d % 64`` of its word ``d // 64`` (uint64), so a support
     is the popcount of an AND, 64 documents at a time, in an eighth of a bool matrix's memory.
     """
-    df = np.array([len(p) for p in postings], dtype=np.int64)
-    documents = np.concatenate(postings).astype(np.int64) if postings else np.zeros(0, dtype=np.int64)
     holders = np.bincount(documents, minlength=index.documents)  # a posting list has no repeats
     shared = holders >= 2
     column = np.where(shared, np.cumsum(shared, dtype=np.int64) - 1, -1)
-    bits = np.zeros((len(postings), (int(shared.sum()) + 63) // 64), dtype=np.uint64)
+    bits = np.zeros((len(df), (int(shared.sum()) + 63) // 64), dtype=np.uint64)
     _pack_rows(documents, df, column, bits)
-    return bits, df
+    return bits
 
 
 @nb.njit(cache=True, nogil=True)
@@ -672,7 +696,7 @@ def analyze_combinations(
     candidates = candidates_of(analysis)
     keys = occurrence_keys(np.array([c.n for c in candidates], dtype=np.int64), np.array([c.row for c in candidates], dtype=np.int64))
     known = _known_rows(keys, previous)
-    postings = _candidate_postings(index, candidates, known, previous)
+    documents, df = _candidate_postings(index, candidates, known, previous)
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
     rank = _ranks(candidates)
@@ -684,7 +708,7 @@ def analyze_combinations(
     # Fewer than three candidates hold no triple: there is nothing left to enumerate.
     triples_complete = arity < 3 or len(candidates) < 3
     anchored = None if settled is None else ~np.isin(keys, settled)
-    bits, df = _membership(index, postings)
+    bits = _membership(index, documents, df)
     pairs = _pair_supports(bits, known, previous.pair_matrix if previous is not None else None)
     if len(candidates) >= 2:
         if max_combinations == 0:  # the rewriter's detection: its cover reads every pair, listed in one compiled pass
@@ -717,7 +741,7 @@ def analyze_combinations(
         arity=arity,
         k=k,
         keys=keys,
-        postings=postings,
+        documents=documents,
         bits=bits,
         df=df,
         pair_matrix=pairs,

@@ -50,14 +50,19 @@ class Level:
         return self.documents_many(np.array([row], dtype=np.int64))[0]
 
     def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
-        """``documents`` of each row, decoded in one compiled call (a detection asks for every candidate's)."""
+        """``documents`` of each row, decoded in one compiled call."""
+        return split_documents(*self.documents_flat(rows))
+
+    def documents_flat(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The posting lists of ``rows``: each one's length, and their documents concatenated
+        (int64), in one compiled call: a detection asks for every candidate's and uses them
+        concatenated, so they are never split into an array per row."""
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         if not (0 <= int(rows.min()) and int(rows.max()) < len(self)):
             raise IndexError(f"a row of {rows.tolist()} is not in this level ({len(self)} rows)")
-        lengths, documents = self._search.documents(rows)
-        return np.split(documents.astype(np.uint32), np.cumsum(lengths)[:-1])
+        return self._search.documents(rows)
 
     def keys_by_row(self) -> np.ndarray:
         """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
@@ -66,6 +71,11 @@ class Level:
             for shard, coded in enumerate(self._keys)
         ]
         return np.concatenate(parts)
+
+
+def split_documents(lengths: np.ndarray, documents: np.ndarray) -> list[np.ndarray]:
+    """``documents_flat``'s answer as one sorted uint32 array per row."""
+    return np.split(documents.astype(np.uint32), np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
 def row_documents(postings: codec.EliasFano, row: int, width: int) -> np.ndarray:
@@ -148,6 +158,12 @@ class UpdatedLevel:
     def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
         """``documents`` of each row (across the segments: row by row)."""
         return [self.documents(row) for row in np.asarray(rows, dtype=np.int64).tolist()]
+
+    def documents_flat(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``Level.documents_flat`` across the segments."""
+        lists = self.documents_many(rows)
+        lengths = np.array([len(documents) for documents in lists], dtype=np.int64)
+        return lengths, (np.concatenate(lists).astype(np.int64) if lists else np.zeros(0, dtype=np.int64))
 
     def keys_by_row(self) -> np.ndarray:
         """Every stored key in row order, decoded (for updates and compaction, not for queries)."""
