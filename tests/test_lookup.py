@@ -75,6 +75,8 @@ def test_capped_lookups_equal_the_full_df_capped(
         batch = index.levels[n].documents_many(found)
         assert [b.tolist() for b in batch] == [index.levels[n].documents(r).tolist() for r in found]
         assert [len(b) for b in batch] == df[rows >= 0][::-1].tolist()
+        lengths, flat = index.levels[n].documents_flat(found)
+        assert lengths.tolist() == [len(b) for b in batch] and flat.tolist() == [d for b in batch for d in b.tolist()]
         for cap in (1, 2, 3, 5):
             capped_rows, capped_df = index.levels[n].lookup(keys, cap)
             assert capped_rows.tolist() == rows.tolist()
@@ -109,6 +111,8 @@ def test_capped_lookups_after_an_update_see_the_deltas(tmp_path: Path, monkeypat
             lists = {name: [d.tolist() for d in index.levels[n].documents_many(rows[name][rows[name] >= 0])]
                      for name, index in (("updated", updated), ("fresh", fresh))}
             assert lists["updated"] == lists["fresh"]
+            lengths, flat = updated.levels[n].documents_flat(rows["updated"][rows["updated"] >= 0])
+            assert lengths.tolist() == [len(d) for d in lists["fresh"]] and flat.tolist() == [x for d in lists["fresh"] for x in d]
     keys = _level_keys(fresh, "the farm near")[2]  # "the farm", "farm near": in a (base) and c (the delta)
     assert updated.levels[2].lookup(keys, 2)[1].tolist() == [2, 2]
 
