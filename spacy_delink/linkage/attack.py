@@ -116,7 +116,7 @@ class Detection:
         if self.combinations is not None:
             settled = None
             if granularity is not None:
-                kept_candidates = np.ones(len(self.combinations.candidates), dtype=bool)
+                kept_candidates = np.ones(self.combinations.count, dtype=bool)
                 kept_candidates[list(self.cover(granularity).removed)] = False
                 settled = self.combinations.keys[kept_candidates]
             combinations = analyze_combinations(

@@ -43,7 +43,8 @@ Algorithm
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 import numba as nb
@@ -100,7 +101,7 @@ class CombinationAnalysis:
     stay for what is asked later (flags, covers, the analysis after a mask).
     """
 
-    candidates: list[Occurrence]
+    columns: dict[str, np.ndarray]
     pairs: np.ndarray
     pair_support: np.ndarray
     pair_count: int
@@ -122,6 +123,16 @@ class CombinationAnalysis:
     @property
     def combination_linkable(self) -> bool:
         return self.pair_count > 0 or len(self.triples) > 0
+
+    @cached_property
+    def candidates(self) -> list[Occurrence]:
+        """The candidates as objects, for reports (the search itself reads ``columns``)."""
+        return [Occurrence(*values) for values in zip(*(self.columns[f.name].tolist() for f in fields(Occurrence)))]
+
+    @property
+    def count(self) -> int:
+        """How many candidates there are."""
+        return len(self.keys)
 
     @property
     def postings(self) -> list[np.ndarray]:
@@ -146,16 +157,16 @@ class CombinationAnalysis:
 
     def flagged_members(self, members: np.ndarray) -> np.ndarray:
         """``flagged_member`` of each row of candidate indices."""
-        return _lowest_ranked(members, _ranks(self.candidates))
+        return _lowest_ranked(members, _ranks(self.columns["n"]))
 
     def flagged(self) -> list[int]:
         """SPEC §5's ``shortest`` rule: each minimal linkable combination's flagged member (computed once)."""
         if self._flagged is None:
-            rank = _ranks(self.candidates)
-            flagged = np.zeros(len(self.candidates), dtype=bool)
-            if len(self.candidates) >= 2:
+            rank = _ranks(self.columns["n"])
+            flagged = np.zeros(self.count, dtype=bool)
+            if self.count >= 2:
                 _scan_pairs(self.pair_matrix, self.k, 0, rank, flagged)
-            if self.arity >= 3 and len(self.candidates) >= 3:
+            if self.arity >= 3 and self.count >= 3:
                 if self.triples_complete:
                     _flags(self.triples, rank, flagged)
                 else:
@@ -192,7 +203,7 @@ class CombinationAnalysis:
             return self.triples[inside], self.triple_support[inside]
         members, support = _minimal_triples(
             self.bits[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
-            _ranks(self.candidates)[chosen], None, None if anchored is None else anchored[chosen], ordered,
+            _ranks(self.columns["n"])[chosen], None, None if anchored is None else anchored[chosen], ordered,
         )
         return np.sort(chosen[members], axis=1), support
 
@@ -232,13 +243,19 @@ def _ordered_head(members: np.ndarray, support: np.ndarray, limit: int) -> list[
     return [Combination(tuple(m), s) for m, s in zip(members[chosen].tolist(), support[chosen].tolist())]
 
 
-def candidates_of(analysis: LinkageAnalysis) -> list[Occurrence]:
-    """Maximal frequent occurrences, one per key (its first occurrence in the text)."""
-    return analysis.frequent_maximal(unique_keys=True)
+def candidate_columns(analysis: LinkageAnalysis) -> dict[str, np.ndarray]:
+    """SPEC §5's candidates: maximal frequent occurrences, one per key (its first in the
+    text), as arrays named as ``Occurrence``'s fields, in text order."""
+    columns = analysis.maximal_columns()
+    if not len(columns["token"]):
+        return columns
+    _, first = np.unique(occurrence_keys(columns["n"], columns["row"]), return_index=True)
+    order = np.sort(first)
+    return {name: column[order] for name, column in columns.items()}
 
 
 def _candidate_postings(
-    index: CorpusIndex, candidates: list[Occurrence], known: np.ndarray, previous: CombinationAnalysis | None
+    index: CorpusIndex, columns: dict[str, np.ndarray], known: np.ndarray, previous: CombinationAnalysis | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The candidates' posting lists, concatenated in candidate order, and each one's length (df).
 
@@ -246,8 +263,9 @@ def _candidate_postings(
     else -1); the rest are decoded level by level, one compiled call each. Each list is
     then one range of a pool of those arrays, gathered in one indexing.
     """
-    df = np.zeros(len(candidates), dtype=np.int64)
-    start = np.zeros(len(candidates), dtype=np.int64)  # of each list in the pool
+    count = len(known)
+    df = np.zeros(count, dtype=np.int64)
+    start = np.zeros(count, dtype=np.int64)  # of each list in the pool
     pool: list[np.ndarray] = []
     pooled = 0
     lent = np.flatnonzero(known >= 0) if previous is not None else np.zeros(0, dtype=np.int64)
@@ -257,9 +275,8 @@ def _candidate_postings(
         start[lent] = (np.cumsum(previous.df) - previous.df)[known[lent]]
         pool.append(previous.documents)
         pooled = len(previous.documents)
-    missing = np.flatnonzero(known < 0) if previous is not None else np.arange(len(candidates))
-    lengths = np.array([c.n for c in candidates], dtype=np.int64)
-    rows = np.array([c.row for c in candidates], dtype=np.int64)
+    missing = np.flatnonzero(known < 0) if previous is not None else np.arange(count)
+    lengths, rows = columns["n"], columns["row"]
     for n in np.unique(lengths[missing]).tolist():
         chosen = missing[lengths[missing] == n]
         df[chosen], documents = index.levels[n].documents_flat(rows[chosen])
@@ -653,10 +670,9 @@ def _linkable_pairs(pairs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return members[:found], support[:found]
 
 
-def _ranks(candidates: list[Occurrence]) -> np.ndarray:
-    """Flagging order of the candidates: fewer tokens first, then earlier in the text."""
-    lengths = np.array([c.n for c in candidates], dtype=np.int64)
-    return lengths * max(len(candidates), 1) + np.arange(len(candidates))
+def _ranks(lengths: np.ndarray) -> np.ndarray:
+    """Flagging order of the candidates (their token ``lengths``, in text order): fewer tokens first, then earlier."""
+    return lengths * max(len(lengths), 1) + np.arange(len(lengths))
 
 
 def _lowest_ranked(members: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -693,24 +709,25 @@ def analyze_combinations(
     if max_combinations is not None:
         check_max_combinations(max_combinations)
     k = analysis.k
-    candidates = candidates_of(analysis)
-    keys = occurrence_keys(np.array([c.n for c in candidates], dtype=np.int64), np.array([c.row for c in candidates], dtype=np.int64))
+    columns = candidate_columns(analysis)
+    count = len(columns["token"])
+    keys = occurrence_keys(columns["n"], columns["row"])
     known = _known_rows(keys, previous)
-    documents, df = _candidate_postings(index, candidates, known, previous)
+    documents, df = _candidate_postings(index, columns, known, previous)
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
-    rank = _ranks(candidates)
+    rank = _ranks(columns["n"])
     pair_members = np.zeros((0, 2), dtype=np.int32)
     pair_support = np.zeros(0, dtype=np.int32)
     pair_count = 0
     triple_members = np.zeros((0, 3), dtype=np.int64)
     triple_support = np.zeros(0, dtype=np.int64)
     # Fewer than three candidates hold no triple: there is nothing left to enumerate.
-    triples_complete = arity < 3 or len(candidates) < 3
+    triples_complete = arity < 3 or count < 3
     anchored = None if settled is None else ~np.isin(keys, settled)
     bits = _membership(index, documents, df)
     pairs = _pair_supports(bits, known, previous.pair_matrix if previous is not None else None)
-    if len(candidates) >= 2:
+    if count >= 2:
         if max_combinations == 0:  # the rewriter's detection: its cover reads every pair, listed in one compiled pass
             pair_members, pair_support = _linkable_pairs(pairs, k)
             pair_count = len(pair_support)
@@ -721,7 +738,7 @@ def analyze_combinations(
             pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
             if scan.lowest is not None:
                 best = min(best, scan.lowest)
-        if arity >= 3 and len(candidates) >= 3:
+        if arity >= 3 and count >= 3:
             report_needs_triples = max_combinations is None or pair_count < max_combinations
             if report_needs_triples or not pair_count or best > 1:
                 triple_members, triple_support = _minimal_triples(bits, df, pairs, k, rank, None, anchored)
@@ -730,7 +747,7 @@ def analyze_combinations(
                 best = min(best, int(triple_support.min()))
             best = _lowest_triple_through_pairs(bits, pairs, k, int(best))
     return CombinationAnalysis(
-        candidates=candidates,
+        columns=columns,
         pairs=pair_members,
         pair_support=pair_support,
         pair_count=pair_count,

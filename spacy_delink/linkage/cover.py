@@ -171,7 +171,7 @@ def _instance(detection: "Detection", cost_model: str) -> _Instance:
         [(t, t + n - 1) for t, n in zip(minimal["token"], minimal["n"])], dtype=np.int64
     ).reshape(-1, 2)
     combos = detection.combinations
-    if combos is None or not len(combos.candidates):
+    if combos is None or not combos.count:
         occurrences, owner, count = np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64), 0
     else:
         maximal = analysis.maximal_columns()
@@ -179,7 +179,7 @@ def _instance(detection: "Detection", cost_model: str) -> _Instance:
         order = np.argsort(combos.keys)
         owner = order[np.searchsorted(combos.keys, keys, sorter=order)]
         occurrences = np.stack([maximal["token"], maximal["token"] + maximal["n"] - 1], axis=1)
-        count = len(combos.candidates)
+        count = combos.count
     rarity = analysis.levels[0].df if analysis.levels else np.zeros(0, dtype=np.int64)
     return _Instance(len(analysis.tokens), required, occurrences, owner, count, rarity, cost_model)
 
@@ -456,7 +456,7 @@ def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, 
 
 def _paper_pair_flags(combos: "CombinationAnalysis", pairs: np.ndarray) -> np.ndarray:
     """The paper's flags of the linkable pairs alone."""
-    flagged = np.zeros(len(combos.candidates), dtype=bool)
+    flagged = np.zeros(combos.count, dtype=bool)
     if len(pairs):
         flagged[combos.flagged_members(pairs)] = True
     return flagged
