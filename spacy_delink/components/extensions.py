@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
+import numba as nb
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 from spacy.util import registry
@@ -94,20 +95,23 @@ def register_extensions() -> None:
 
 
 def set_token_risks(doc: Doc, first: np.ndarray, stop: np.ndarray, risks: np.ndarray) -> None:
-    """``token._.delink_risk`` = the highest risk of the spans covering the token; span ``i``
-    covers tokens ``[first[i], stop[i])`` at risk ``risks[i]``.
-
-    Risks are ``1 / support`` with support below k, so they take few values: each value,
-    lowest first, is painted over the tokens its spans cover (a running count of span
-    starts minus ends), and where spans overlap the highest stays.
-    """
-    token_risks = np.zeros(len(doc))
-    risks = np.asarray(risks, dtype=float)
-    for value in np.unique(risks).tolist():
-        chosen = risks == value
-        depth = np.bincount(first[chosen], minlength=len(doc) + 1) - np.bincount(stop[chosen], minlength=len(doc) + 1)
-        token_risks[np.cumsum(depth[:-1]) > 0] = value
+    """``token._.delink_risk`` = the highest risk of the spans covering the token (0 where
+    none does); span ``i`` covers tokens ``[first[i], stop[i])`` at risk ``risks[i]``."""
+    token_risks = _highest_risks(
+        len(doc), np.asarray(first, dtype=np.int64), np.asarray(stop, dtype=np.int64), np.asarray(risks, dtype=np.float64)
+    )
     doc.user_data[TOKEN_RISK_KEY] = token_risks.tolist()
+
+
+@nb.njit(cache=True, nogil=True)
+def _highest_risks(length: int, first: np.ndarray, stop: np.ndarray, risks: np.ndarray) -> np.ndarray:
+    """``set_token_risks``'s values in one compiled pass over the spans' tokens (spans cover
+    a token or a few each): a few numpy passes per distinct risk cost more on a document."""
+    highest = np.zeros(length)
+    for i in range(len(first)):
+        for token in range(first[i], stop[i]):
+            highest[token] = max(highest[token], risks[i])
+    return highest
 
 
 def record_anonymity(doc: Doc, component: str, anonymity: int | None) -> None:

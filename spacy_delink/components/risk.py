@@ -43,7 +43,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         aligned = align(doc, found["start"], found["end"])
         support = found["support"][aligned.kept]
         set_span_values(doc, "delink_support", aligned.start_char, aligned.end_char, support.tolist())
-        doc.spans[self.spans_key] = aligned.spans(doc, NGRAM_LABEL)
+        doc.spans[self.spans_key] = aligned.span_group(doc, self.spans_key, NGRAM_LABEL)
         set_token_risks(doc, aligned.first, aligned.stop, 1.0 / support)
         record_anonymity(doc, self.name, analysis.anonymity())
         return doc

@@ -13,7 +13,7 @@ index's own reduction (see ``index.builder``) and it is lossless for every k ≥
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -70,6 +70,7 @@ class LinkageAnalysis:
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
     _minimal: dict[str, np.ndarray] | None = None
     _maximal: dict[str, np.ndarray] | None = None
+    _stack: dict[str, np.ndarray] | None = None
 
     def df_of(self, n: int) -> np.ndarray:
         """df of the n-gram starting at each position (0 when absent or not looked up), length T+1."""
@@ -82,19 +83,39 @@ class LinkageAnalysis:
             self.df_at[n] = table
         return table
 
-    def _select_arrays(self, masks: list[np.ndarray]) -> dict[str, np.ndarray]:
-        """Columns (int64 arrays named as ``_COLUMNS``) of the occurrences chosen by one mask per level, in text order."""
-        chosen = [(level, np.flatnonzero(mask)) for level, mask in zip(self.levels, masks)]
-        if not chosen:
-            return {name: np.zeros(0, dtype=np.int64) for name in _COLUMNS}
-        n = np.concatenate([np.full(len(j), level.n) for level, j in chosen]).astype(np.int64)
-        token = np.concatenate([level.positions[j] for level, j in chosen]).astype(np.int64)
-        support = np.concatenate([level.df[j] for level, j in chosen]).astype(np.int64)
-        row = np.concatenate([level.rows[j] for level, j in chosen]).astype(np.int64)
-        start = self.tokens.starts[token].astype(np.int64)
-        end = self.tokens.ends[token + n - 1].astype(np.int64)
-        order = np.lexsort((end, start))
-        return {name: column[order] for name, column in zip(_COLUMNS, (token, n, start, end, support, row))}
+    def _stacked(self) -> dict[str, np.ndarray]:
+        """Every level's lookups end to end, level after level (int64 columns ``n``, ``token``,
+        ``support``, ``row``), computed once: the selections below are then a few whole-array
+        operations, not a few per level (a document's levels are small, so each numpy call
+        costs more than its work)."""
+        if self._stack is None:
+            levels = self.levels
+            self._stack = {
+                "n": np.repeat(np.array([level.n for level in levels], dtype=np.int64), [len(level.positions) for level in levels]),
+                "token": _joined([level.positions for level in levels]),
+                "support": _joined([level.df for level in levels]),
+                "row": _joined([level.rows for level in levels]),
+            }
+        return self._stack
+
+    def _select_arrays(self, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Columns (int64 arrays named as ``_COLUMNS``) of the lookups ``mask`` chooses (over
+        ``_stacked``), in text order: by start, then end offset, which is the order of
+        (token, n) since tokens do not overlap; a stable sort by token keeps the stack's
+        level order, n ascending, among the lookups at one token."""
+        stacked = self._stacked()
+        chosen = np.flatnonzero(mask)
+        token, n = stacked["token"][chosen], stacked["n"][chosen]
+        order = np.argsort(token, kind="stable")
+        token, n, chosen = token[order], n[order], chosen[order]
+        start = self.tokens.starts[token].astype(np.int64, copy=False)
+        end = self.tokens.ends[token + n - 1].astype(np.int64, copy=False)
+        support, row = stacked["support"][chosen], stacked["row"][chosen]
+        return dict(zip(_COLUMNS, (token, n, start, end, support, row)))
+
+    def _per_level(self, mask_of: Callable[[LevelLookup], np.ndarray | bool]) -> np.ndarray:
+        """One mask over ``_stacked`` from a mask (or one bool) per level."""
+        return np.concatenate([np.zeros(0, dtype=bool), *(np.broadcast_to(mask_of(level), len(level.positions)) for level in self.levels)])
 
     @staticmethod
     def _objects(columns: dict[str, list[int]]) -> list[Occurrence]:
@@ -103,15 +124,19 @@ class LinkageAnalysis:
     def minimal_arrays(self) -> dict[str, np.ndarray]:
         """SPEC §4's minimal linkable set as int64 arrays named as ``_COLUMNS``, sorted by start then end (computed once)."""
         if self._minimal is None:
-            masks = []
-            for level in self.levels:
-                mask = (level.df >= 1) & (level.df < self.k)
-                if level.n > 1 and self.k > 2:  # at k = 2 the extension rule (both sub-grams df >= 2) is the test
-                    shorter = self.df_of(level.n - 1)
-                    mask &= (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
-                masks.append(mask)
-            self._minimal = self._select_arrays(masks)
+            df = self._stacked()["support"]
+            mask = (df >= 1) & (df < self.k)
+            if self.k > 2:  # at k = 2 the extension rule (both sub-grams df >= 2) is the test
+                mask &= self._per_level(self._sub_grams_frequent)
+            self._minimal = self._select_arrays(mask)
         return self._minimal
+
+    def _sub_grams_frequent(self, level: LevelLookup) -> np.ndarray | bool:
+        """Whether both (n−1)-grams of each of the level's lookups have df >= k (true at n = 1)."""
+        if level.n == 1:
+            return True
+        shorter = self.df_of(level.n - 1)
+        return (shorter[level.positions] >= self.k) & (shorter[level.positions + 1] >= self.k)
 
     def minimal_columns(self) -> dict[str, list[int]]:
         """``minimal_arrays`` as plain lists."""
@@ -129,30 +154,17 @@ class LinkageAnalysis:
         for the key matches them all, so whatever removes a candidate must reach every one.
         """
         if self._maximal is None:
-            masks = []
-            max_n = len(self.levels)
-            for level in self.levels:
-                mask = level.df >= self.k
-                if level.n < max_n:
-                    longer = self.df_of(level.n + 1)
-                    left = np.maximum(level.positions - 1, 0)
-                    mask &= longer[level.positions] < self.k
-                    mask &= (level.positions == 0) | (longer[left] < self.k)
-                masks.append(mask)
-            self._maximal = self._select_arrays(masks)
+            df = self._stacked()["support"]
+            self._maximal = self._select_arrays((df >= self.k) & self._per_level(self._not_in_longer_frequent))
         return self._maximal
 
-    def frequent_maximal(self, unique_keys: bool = False) -> list[Occurrence]:
-        """Frequent occurrences (df >= k) not strictly contained in another frequent one.
-
-        With ``unique_keys`` only each key's first occurrence is kept (SPEC §5 candidates).
-        """
-        columns = self.maximal_columns()
-        order = np.arange(len(columns["token"]))
-        if unique_keys and len(order):
-            _, first = np.unique(occurrence_keys(columns["n"], columns["row"]), return_index=True)
-            order = np.sort(first)
-        return self._objects({name: column[order].tolist() for name, column in columns.items()})
+    def _not_in_longer_frequent(self, level: LevelLookup) -> np.ndarray | bool:
+        """Whether neither (n+1)-gram containing each of the level's lookups has df >= k (true at the last level)."""
+        if level.n == len(self.levels):
+            return True
+        longer = self.df_of(level.n + 1)
+        left = np.maximum(level.positions - 1, 0)
+        return (longer[level.positions] < self.k) & ((level.positions == 0) | (longer[left] < self.k))
 
     def without(self, removed: np.ndarray, text: str, tokens: Tokens) -> "LinkageAnalysis":
         """The analysis of ``text``: this one's text with the tokens ``removed`` masked.
@@ -178,13 +190,14 @@ class LinkageAnalysis:
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
-        best: int | None = None
-        for level in self.levels:
-            linkable = level.df[(level.df >= 1) & (level.df < self.k)]
-            if len(linkable):
-                low = int(linkable.min())
-                best = low if best is None else min(best, low)
-        return best
+        df = self._stacked()["support"]
+        linkable = df[(df >= 1) & (df < self.k)]
+        return int(linkable.min()) if len(linkable) else None
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays end to end as int64 (empty for none)."""
+    return np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, dtype=np.int64)
 
 
 def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
