@@ -2,7 +2,8 @@
 
 spaCy imports the module behind every installed ``spacy_factories`` entry point whenever it
 builds a ``Language`` (``spacy.blank``, ``spacy.load``), so those modules must not pull in
-what only some commands need: scikit-learn alone took a second of every ``spacy.blank``.
+what only some commands need, nor compile anything: scikit-learn alone took a second of
+every ``spacy.blank``, and coding an empty sequence at import half a second more.
 """
 from __future__ import annotations
 
@@ -30,13 +31,16 @@ def test_building_a_pipeline_imports_no_redaction_training_or_measurement() -> N
         "nlp = spacy.blank('en')\n"
         "from spacy.language import Language\n"
         "factories = [f for f in ('delink_risk', 'delink_combinations', 'delink_rewriter', 'delink_redactor') if Language.has_factory(f)]\n"
-        f"print(json.dumps({{'loaded': [m for m in {NOT_FOR_EVERY_PIPELINE!r} if m in sys.modules], 'factories': factories}}))\n"
+        "from spacy_delink.linkage.index import codec\n"
+        f"print(json.dumps({{'loaded': [m for m in {NOT_FOR_EVERY_PIPELINE!r} if m in sys.modules], 'factories': factories,"
+        " 'compiled': len(codec._encode.signatures)}))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen["factories"] == ["delink_risk", "delink_combinations", "delink_rewriter", "delink_redactor"]
     assert seen["loaded"] == []
+    assert seen["compiled"] == 0  # nothing is coded (and so compiled) at import
 
 
 @pytest.mark.parametrize("package", [spacy_delink, redaction], ids=["spacy_delink", "redaction"])

@@ -32,9 +32,9 @@ expressed as whole-array numpy operations.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
-
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence, Union
 
 import numba as nb
 import numpy as np
@@ -554,13 +554,12 @@ class EliasFano:
         return self.decode_from(0, self.layout.count)
 
 
-def _empty() -> EliasFano:
+@lru_cache(maxsize=1)
+def empty_sequence() -> EliasFano:
+    """A sequence of no values (the rare rows' class, which needs no row numbers, has these);
+    made on first use, since coding it compiles the encoder and every spaCy pipeline imports this module."""
     layout, words = encode(np.zeros(0, dtype=np.uint64), 1)
     return EliasFano(layout, words)
-
-
-#: A sequence of no values (the rare rows' class, which needs no row numbers, has these).
-EMPTY = _empty()
 
 
 class ShardedLevel:
@@ -597,7 +596,7 @@ class ShardedLevel:
         self._frequent_table = self._address_table(frequent)
         self._key_params = np.array([k.params for k in keys], dtype=np.int64)
         # Per class (0: the rare rows), per shard; class 0 has no member rows (an empty placeholder).
-        members = [[EMPTY] * len(keys), *([classes.dense[c][0] for classes in postings] for c in range(len(class_floors)))]
+        members = [[empty_sequence()] * len(keys), *([classes.dense[c][0] for classes in postings] for c in range(len(class_floors)))]
         sequences = [[classes.rare for classes in postings], *([classes.dense[c][1] for classes in postings] for c in range(len(class_floors)))]
         self._posting_table = np.stack([self._address_table([p.words for p in part]) for part in sequences])
         self._posting_params = np.array([[p.params for p in part] for part in sequences], dtype=np.int64)
