@@ -314,7 +314,10 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
         assert {e["pass"] for e in doc._.delink_edits} == {3}
         assert rewriter.failures()[failure] > 0
         requests_per_pass = 2 if failure and failure.startswith("failed_") and behaviour != "nocontent" else 1
-        assert server.requests - before == 2 * requests_per_pass  # max_passes = 2
+        sent = rewriter.model.stats["requests"]  # type: ignore[attr-defined]
+        assert sent == 2 * requests_per_pass  # max_passes = 2, one retry of a failed request
+        # The server counts what reached it: a request that timed out may never have, on a busy machine.
+        assert server.requests - before == sent if behaviour != "slow" else server.requests - before <= sent
 
 
 def test_model_runs_inside_an_event_loop_and_pickles(server: FakeOpenAI) -> None:
