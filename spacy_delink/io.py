@@ -11,10 +11,14 @@ import os
 import re
 import shutil
 import tempfile
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator, cast
+
+import orjson
+from isal import igzip, isal_zlib
 
 from .errors import InputError
 from .urls import display_name, is_url, local_path, open_url
@@ -22,6 +26,8 @@ from .urls import display_name, is_url, local_path, open_url
 #: A JSON ``\\uXXXX`` escape of a UTF-16 surrogate: the only way a JSON line can hold one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _BOM = "\ufeff"
+#: What damaged or truncated gzip data raises while it is read (ISA-L's and the standard module's decompressors).
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, cast("type[Exception]", isal_zlib.error))  # its stub calls it an instance
 
 
 def _umask() -> int:
@@ -194,7 +200,8 @@ def open_binary(path: str | Path) -> IO[bytes]:
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]  # GzipFile is a binary IO
+        # ISA-L's gzip: the same bytes as the standard module, ~3x faster (read_jsonl words its errors alike)
+        return igzip.open(path, "rb")
     return open(path, "rb")
 
 
@@ -227,6 +234,39 @@ def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
     return record
 
 
+#: Value types for which orjson reads a line exactly as ``_parse_json_line`` does (a float may
+#: be an integer beyond 64 bits that orjson rounded; a list or object may hold one).
+_EXACT_TYPES = frozenset((str, int, bool, type(None)))
+
+
+def _fast_record(raw: bytes) -> dict[str, Any] | None:
+    """The object on ``raw`` when orjson reads it exactly as ``_parse_json_line`` would, else None.
+
+    orjson refuses what the exact path refuses or reports itself (invalid UTF-8, a lone
+    surrogate, a byte-order mark, blank lines), and reads a JSON object with flat string,
+    integer, boolean or null values to the same dict; it is ~2x faster than decoding the line
+    and ``json.loads``. Anything else (None) takes the exact path, errors and all.
+    """
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(record) is not dict or not _EXACT_TYPES.issuperset(map(type, record.values())):
+        return None
+    return record
+
+
+@contextmanager
+def _readable_gzip(where: str, stats: JsonlStats) -> Iterator[None]:
+    """Damaged gzip data as one line naming the file (each decompressor raises its own exceptions)."""
+    try:
+        yield
+    except _GZIP_ERRORS as err:
+        raise InputError(
+            f"{where}: damaged or truncated gzip data after line {stats.lines} ({err}); fetch or compress the file again"
+        ) from None
+
+
 def read_jsonl(
     path: str | Path, skip_invalid: bool = False, stats: JsonlStats | None = None
 ) -> Iterator[dict[str, Any]]:
@@ -238,9 +278,14 @@ def read_jsonl(
     """
     stats = stats if stats is not None else JsonlStats()
     where = display_name(path)
-    with open_binary(path if is_url(path) else Path(path)) as handle:
+    with open_binary(path if is_url(path) else Path(path)) as handle, _readable_gzip(where, stats):
         for line_no, raw in enumerate(handle, start=1):
             stats.lines = line_no
+            fast = _fast_record(raw)
+            if fast is not None:
+                stats.records += 1
+                yield fast
+                continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

@@ -202,52 +202,49 @@ def _scan_codes(
     ends = np.empty(capacity, dtype=np.int64)
     segment_start = np.empty(capacity, dtype=np.bool_)
     count = 0
-    in_token = False
     gap_breaks = True
-    gap_length = 0
-    gap_code = np.uint32(0)
-    gap_masked = False
-    newline_open = False
-    for i in range(size):
-        code = codes[i]
-        is_masked = masked[i] != 0
-        kind = classes[code]
-        if kind == _WORD and not is_masked:
-            if not in_token:
-                breaks = gap_breaks or count == 0
-                if count and gap_length == 1 and not gap_masked:
-                    for allowed in single:
-                        if gap_code == allowed:
-                            breaks = False
-                segment_start[count] = breaks
-                starts[count] = i
-                in_token = True
-            continue
-        if in_token:
-            ends[count] = i
-            count += 1
-            in_token = False
-            gap_breaks = False
-            gap_length = 0
-            gap_masked = False
-            newline_open = False
-        gap_length += 1
-        gap_code = code
-        if is_masked:
-            gap_breaks = True
-            gap_masked = True
-        elif kind == _BREAK:
-            gap_breaks = True
-        if paragraph_breaks:
-            if code == _NEWLINE:
-                if newline_open:
-                    gap_breaks = True
-                newline_open = True
-            elif code != _SPACE and code != _TAB and code != _CR:
-                newline_open = False
-    if in_token:
-        ends[count] = size
+    i = 0
+    while i < size:  # a gap, then the token after it: two tight loops, not one branching per character
+        gap_length = 0
+        gap_code = np.uint32(0)
+        gap_masked = False
+        newline_open = False
+        while i < size:
+            code = codes[i]
+            is_masked = masked[i] != 0
+            kind = classes[code]
+            if kind == _WORD and not is_masked:
+                break
+            gap_length += 1
+            gap_code = code
+            if is_masked:
+                gap_breaks = True
+                gap_masked = True
+            elif kind == _BREAK:
+                gap_breaks = True
+            if paragraph_breaks:
+                if code == _NEWLINE:
+                    if newline_open:
+                        gap_breaks = True
+                    newline_open = True
+                elif code != _SPACE and code != _TAB and code != _CR:
+                    newline_open = False
+            i += 1
+        if i == size:
+            break
+        breaks = gap_breaks or count == 0
+        if count and gap_length == 1 and not gap_masked:
+            for allowed in single:
+                if gap_code == allowed:
+                    breaks = False
+        segment_start[count] = breaks
+        starts[count] = i
+        i += 1
+        while i < size and classes[codes[i]] == _WORD and masked[i] == 0:
+            i += 1
+        ends[count] = i
         count += 1
+        gap_breaks = False
     return starts[:count].copy(), ends[:count].copy(), segment_start[:count].copy()
 
 

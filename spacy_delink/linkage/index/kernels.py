@@ -12,6 +12,9 @@ tokenizer's own pass over the characters lives in ``tokenize.py``.
 * ``extend``: the n-gram key chaining step (an n-gram key from its prefix key and last token);
   ``extend_positions``: a level's surviving positions and their keys (the reduction and
   the chaining in one pass, where numpy needed six passes with temporaries).
+* ``split_shards`` / ``gather_shard_flags``: a level's pairs cut into their shards (the
+  top key bits) in one stable pass, and the shards' per-pair flags put back in pair order
+  (numpy needed a mask, two compressions and a scatter per shard, holding the GIL);
 * ``group``: the distinct keys, document frequencies and posting lists of one sorted
   batch of (key, document) pairs, and each pair's df, in one pass (on several threads
   when asked: the loops release the GIL).
@@ -23,6 +26,8 @@ from typing import Any, Callable, Union
 
 import numba as nb
 import numpy as np
+
+from ..bits import prefetch
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
 Int = Union[int, np.int64]
@@ -63,6 +68,8 @@ def _token_key(codes: np.ndarray, start: Int, end: Int, fold: bool) -> tuple[np.
 
 
 _SLOT_MIX = np.uint64(0x9E3779B97F4A7C15)
+#: Tokens between a table slot's prefetch and its probe (``_assign``).
+_PREFETCH_TOKENS = 16
 
 
 @nb.njit(cache=True, nogil=True)
@@ -81,6 +88,7 @@ def _assign(
     first_token: np.ndarray,
     new: Int,
     limit: Int,
+    table_address: Int,
 ) -> tuple[Int, Int, Int, Int]:
     """Dense id of each token from ``begin`` on; new entries are appended.
 
@@ -88,14 +96,29 @@ def _assign(
     reads one cache line and a short ASCII token needs nothing else. Stops early when the
     table would pass half full, an array would overflow or ``limit`` entries are reached;
     returns (next token, entries, pool use, new entries so far) so the caller can resume.
+
+    The keys are computed first, so that the slot of the token ``_PREFETCH_TOKENS`` ahead
+    is fetched (``table_address``: the table's) while this one is probed: a large
+    vocabulary's table is far bigger than the caches, and its misses dominated the pass.
     """
     slots = len(table) // 2
     mask = np.uint64(slots - 1)
     room = slots // 2
-    for t in range(begin, len(starts)):
+    count = len(starts)
+    token_keys = np.empty(count, dtype=np.uint64)
+    kinds = np.empty(count, dtype=np.uint8)
+    for t in range(begin, count):
+        key, self_keyed, folded = _token_key(codes, starts[t], ends[t], fold)
+        token_keys[t] = key
+        kinds[t] = np.uint8(self_keyed) | (np.uint8(folded) << np.uint8(1))
+    for t in range(begin, count):
+        ahead = t + _PREFETCH_TOKENS
+        if ahead < count:
+            ahead_slot = ((token_keys[ahead] * _SLOT_MIX) >> np.uint64(20)) & mask
+            prefetch(np.uint64(table_address) + np.uint64(16) * ahead_slot)  # type: ignore[call-arg]  # numba supplies the typing context
         start, end = starts[t], ends[t]
         length = end - start
-        key, self_keyed, folded = _token_key(codes, start, end, fold)
+        key, self_keyed, folded = token_keys[t], kinds[t] & 1 != 0, kinds[t] & 2 != 0
         meta_tag = (np.uint64(length) << np.uint64(32)) | (np.uint64(1) << np.uint64(63) if self_keyed else np.uint64(0))
         slot = np.int64(((key * _SLOT_MIX) >> np.uint64(20)) & mask)
         entry: Int = -1
@@ -207,7 +230,7 @@ class Vocabulary:
         while True:
             position, self.entries, self.pool_used, new = _assign(
                 codes, starts, ends, position, self.fold_ascii, self.table, self.entry_start, self.pool,
-                self.entries, self.pool_used, ids, first_token, new, limit,
+                self.entries, self.pool_used, ids, first_token, new, limit, self.table.ctypes.data,
             )
             if position == len(starts):
                 return ids, first_token[:new]
@@ -266,6 +289,41 @@ def extend_positions(
     return positions[:kept].copy(), keys[:kept].copy()
 
 
+@nb.njit(cache=True, nogil=True)
+def split_shards(keys: np.ndarray, docs: np.ndarray, shard_bits: Int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs ordered by shard (top ``shard_bits`` key bits, 1 or more), input order kept
+    within each, and each shard's bounds: shard ``s`` is ``[bounds[s], bounds[s + 1])``."""
+    shift = np.uint64(64 - shard_bits)
+    bounds = np.zeros((1 << shard_bits) + 1, dtype=np.int64)
+    for i in range(len(keys)):
+        bounds[np.int64(keys[i] >> shift) + 1] += 1
+    for shard in range(1 << shard_bits):
+        bounds[shard + 1] += bounds[shard]
+    cursor = bounds[:-1].copy()
+    out_keys = np.empty(len(keys), dtype=np.uint64)
+    out_docs = np.empty(len(keys), dtype=np.uint32)
+    for i in range(len(keys)):
+        s = np.int64(keys[i] >> shift)
+        at = cursor[s]
+        out_keys[at] = keys[i]
+        out_docs[at] = docs[i]
+        cursor[s] = at + 1
+    return out_keys, out_docs, bounds
+
+
+@nb.njit(cache=True, nogil=True)
+def gather_shard_flags(keys: np.ndarray, shard_bits: Int, flags: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Each key's flag in input order, from the shards' flags (``split_shards``'s order, concatenated)."""
+    shift = np.uint64(64 - shard_bits)
+    cursor = bounds[:-1].copy()
+    out = np.empty(len(keys), dtype=np.bool_)
+    for i in range(len(keys)):
+        s = np.int64(keys[i] >> shift)
+        out[i] = flags[cursor[s]] != 0
+        cursor[s] += 1
+    return out
+
+
 _INDEX_BITS = 24
 _INDEX_MASK = np.uint64((1 << _INDEX_BITS) - 1)
 
@@ -282,37 +340,78 @@ def _bucket_counts(keys: np.ndarray, shift: Int, buckets: Int) -> np.ndarray:
 
 @nb.njit(cache=True, nogil=True)
 def _scatter(
-    keys: np.ndarray, docs: np.ndarray, first: Int, shift: Int, cursor: np.ndarray, out_keys: np.ndarray, out_items: np.ndarray
+    keys: np.ndarray, docs: np.ndarray, shift: Int, cursor: np.ndarray, out_keys: np.ndarray, out_docs: np.ndarray
 ) -> None:
-    """Stable scatter of one chunk of the pairs (input index ``first`` on) to its bucket cursors.
-
-    Each pair's key goes to ``out_keys``, and one word to ``out_items``: its document in the
-    high 32 bits, its input index in the low 32 bits.
-    """
+    """Stable scatter of one chunk of the pairs to its bucket cursors (advanced past them)."""
     mask = np.uint64(len(cursor) - 1)
     for i in range(len(keys)):
         b = np.int64((keys[i] >> np.uint64(shift)) & mask)
         at = cursor[b]
         out_keys[at] = keys[i]
-        out_items[at] = (np.uint64(docs[i]) << np.uint64(32)) | np.uint64(first + i)
+        out_docs[at] = docs[i]
         cursor[b] = at + 1
 
 
 @nb.njit(cache=True, nogil=True)
-def _pack(keys: np.ndarray) -> np.ndarray:
-    """(top 40 key bits | index) words of one bucket, to be sorted."""
-    packed = np.empty(len(keys), dtype=np.uint64)
-    top = ~_INDEX_MASK
+def _gather(keys: np.ndarray, shift: Int, cursor: np.ndarray, bucketed: np.ndarray, out: np.ndarray) -> None:
+    """``_scatter`` undone for one chunk: each pair's value, from its place in the buckets, back in input order.
+
+    Each bucket is read in order, so this streams, where writing each value straight to its
+    input position from inside a bucket missed the cache at every pair.
+    """
+    mask = np.uint64(len(cursor) - 1)
     for i in range(len(keys)):
-        packed[i] = (keys[i] & top) | np.uint64(i)
-    return packed
+        b = np.int64((keys[i] >> np.uint64(shift)) & mask)
+        out[i] = bucketed[cursor[b]]
+        cursor[b] += 1
+
+
+#: Bits of the key sorted per pass of ``_sorted_packed`` (a 16 KB count table: L1-resident).
+_RADIX_BITS = 11
+
+
+@nb.njit(cache=True, nogil=True)
+def _sorted_packed(keys: np.ndarray) -> np.ndarray:
+    """The (top 40 key bits | index) words of one bucket, sorted ascending.
+
+    A stable LSD radix sort of the key bits only, over the bits where the words differ
+    (a bucket's keys share their top bits): the words start in index order, so ties keep
+    it, which is the order of the whole words. ~4x faster than numpy's sort here.
+    """
+    count = len(keys)
+    src = np.empty(count, dtype=np.uint64)
+    top = ~_INDEX_MASK
+    varying = np.uint64(0)
+    for i in range(count):
+        src[i] = (keys[i] & top) | np.uint64(i)
+        varying |= (keys[i] ^ keys[0]) & top
+    dst = np.empty(count, dtype=np.uint64)
+    digit_mask = np.uint64((1 << _RADIX_BITS) - 1)
+    cursor = np.empty(1 << _RADIX_BITS, dtype=np.int64)
+    shift = _INDEX_BITS
+    while shift < 64 and (varying >> np.uint64(shift)) != 0:
+        cursor[:] = 0
+        for i in range(count):
+            cursor[np.int64((src[i] >> np.uint64(shift)) & digit_mask)] += 1
+        total = 0
+        for digit in range(len(cursor)):
+            size = cursor[digit]
+            cursor[digit] = total
+            total += size
+        for i in range(count):
+            d = np.int64((src[i] >> np.uint64(shift)) & digit_mask)
+            dst[cursor[d]] = src[i]
+            cursor[d] += 1
+        src, dst = dst, src
+        shift += _RADIX_BITS
+    return src
 
 
 @nb.njit(cache=True, nogil=True)
 def _group_bucket(
     packed: np.ndarray,
     keys: np.ndarray,
-    items: np.ndarray,
+    docs: np.ndarray,
     unique: np.ndarray,
     df: np.ndarray,
     postings: np.ndarray,
@@ -324,7 +423,8 @@ def _group_bucket(
 
     Equal top bits with different keys (a few per million distinct keys) are put in full
     key order by insertion sort, index order kept; then each key's documents, already
-    ascending, are deduplicated into its posting list, and every pair gets its key's df.
+    ascending, are deduplicated into its posting list, and every pair gets its key's df
+    (``pair_df``: the bucket's, in the bucket's order).
     """
     count = len(packed)
     top = ~_INDEX_MASK
@@ -350,7 +450,6 @@ def _group_bucket(
                     b -= 1
                 sorted_keys[b + 1], order[b + 1] = key, item
         i = j
-    low32 = np.uint64(0xFFFFFFFF)
     i = 0
     while i < count:
         key = sorted_keys[i]
@@ -358,7 +457,7 @@ def _group_bucket(
         last = np.int64(-1)
         j = i
         while j < count and sorted_keys[j] == key:
-            doc = np.int64(items[order[j]] >> np.uint64(32))
+            doc = np.int64(docs[order[j]])
             if doc != last:
                 postings[written] = np.uint32(doc)
                 written += 1
@@ -366,12 +465,38 @@ def _group_bucket(
             j += 1
         frequency = np.uint32(written - first)
         for m in range(i, j):
-            pair_df[np.int64(items[order[m]] & low32)] = frequency
+            pair_df[order[m]] = frequency
         unique[groups] = key
         df[groups] = frequency
         groups += 1
         i = j
     return groups, written
+
+
+@nb.njit(cache=True, nogil=True)
+def _group_buckets(
+    bucket_keys: np.ndarray,
+    bucket_docs: np.ndarray,
+    bounds: np.ndarray,
+    first: Int,
+    stop: Int,
+    unique: np.ndarray,
+    df: np.ndarray,
+    postings: np.ndarray,
+    bucket_df: np.ndarray,
+) -> tuple[Int, Int, Int]:
+    """Buckets ``first``..``stop - 1`` in one call (no GIL taken between buckets): their outputs
+    from the run's first pair on (a key has at least one pair); returns (that offset, groups, written)."""
+    offset = bounds[first]
+    groups, written = offset, offset
+    for b in range(first, stop):
+        low, high = bounds[b], bounds[b + 1]
+        if low < high:
+            part = bucket_keys[low:high]
+            groups, written = _group_bucket(
+                _sorted_packed(part), part, bucket_docs[low:high], unique, df, postings, bucket_df[low:high], groups, written
+            )
+    return offset, groups, written
 
 
 #: Pairs per bucket that keep one bucket's sort and gathers in the L2 cache.
@@ -396,13 +521,14 @@ def group(
     stable key order leaves each posting list sorted with duplicates adjacent. All keys
     must agree above their low ``key_bits`` bits (a shard's keys share their top bits).
     The pairs are first scattered by their top bits into buckets that fit the cache; each
-    bucket is sorted by numpy's SIMD value sort on (top 40 key bits | 24-bit index) words,
-    ~6x faster than ``argsort``, and grouped in one compiled pass. Buckets are contiguous
-    key ranges, so their outputs concatenate in key order.
+    bucket's (top 40 key bits | 24-bit index) words are radix sorted (``_sorted_packed``)
+    and grouped in one compiled pass, a run of buckets per call (``_group_buckets``).
+    Buckets are contiguous key ranges, so their outputs concatenate in key order.
 
-    ``threads`` > 1 splits both steps: the scatter by input chunks (each chunk's pairs go
-    after the earlier chunks' in every bucket, so it stays stable), the grouping by runs
-    of buckets. The result does not depend on it.
+    ``threads`` > 1 splits the steps: the scatter, and the pairs' df gathered back to input
+    order (``_gather``), by input chunks (each chunk's pairs go after the earlier chunks'
+    in every bucket, so it stays stable), the grouping by runs of buckets. The result does
+    not depend on it.
     """
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     docs = np.ascontiguousarray(docs, dtype=np.uint32)
@@ -418,36 +544,27 @@ def group(
     per_chunk = np.array(_on_threads(_bucket_counts, [(keys[a:b], shift, 1 << bucket_bits) for a, b in zip(chunks, chunks[1:])]))
     bounds = np.zeros((1 << bucket_bits) + 1, dtype=np.int64)
     np.cumsum(per_chunk.sum(axis=0), out=bounds[1:])
+    largest = int(np.diff(bounds).max())
+    if largest >= 1 << _INDEX_BITS:
+        raise ValueError(f"{largest:,} pairs in one key range; the keys are not uniform hashes")
     cursors = bounds[:-1] + np.cumsum(per_chunk, axis=0) - per_chunk
+    spans = list(zip(chunks, chunks[1:]))
     bucket_keys = np.empty(count, dtype=np.uint64)
-    items = np.empty(count, dtype=np.uint64)
-    _on_threads(
-        _scatter, [(keys[a:b], docs[a:b], a, shift, cursors[t], bucket_keys, items) for t, (a, b) in enumerate(zip(chunks, chunks[1:]))]
-    )
+    bucket_docs = np.empty(count, dtype=np.uint32)
+    _on_threads(_scatter, [(keys[a:b], docs[a:b], shift, cursors[t].copy(), bucket_keys, bucket_docs) for t, (a, b) in enumerate(spans)])
     unique = np.empty(count, dtype=np.uint64)
     df = np.empty(count, dtype=np.uint32)
     postings = np.empty(count, dtype=np.uint32)
-    pair_df = np.empty(count, dtype=np.uint32)
-
-    def group_buckets(first: int, stop: int) -> tuple[int, int, int]:
-        """Buckets ``first``..``stop - 1``: their outputs from the run's first pair on (a key has at least one pair)."""
-        offset = int(bounds[first])
-        groups: Int = offset
-        written: Int = offset
-        for low, high in zip(bounds[first:stop].tolist(), bounds[first + 1 : stop + 1].tolist()):
-            if low == high:
-                continue
-            if high - low >= 1 << _INDEX_BITS:
-                raise ValueError(f"{high - low:,} pairs in one key range; the keys are not uniform hashes")
-            part = bucket_keys[low:high]
-            packed = _pack(part)
-            packed.sort()
-            groups, written = _group_bucket(packed, part, items[low:high], unique, df, postings, pair_df, groups, written)
-        return offset, int(groups), int(written)
+    bucket_df = np.empty(count, dtype=np.uint32)
 
     cuts = np.searchsorted(bounds, [count * t // threads for t in range(threads + 1)]).tolist()
     cuts[0], cuts[-1] = 0, 1 << bucket_bits
-    runs = _on_threads(group_buckets, list(zip(cuts, cuts[1:])))
+    runs = _on_threads(
+        _group_buckets, [(bucket_keys, bucket_docs, bounds, first, stop, unique, df, postings, bucket_df) for first, stop in zip(cuts, cuts[1:])]
+    )
+    del bucket_keys, bucket_docs
+    pair_df = np.empty(count, dtype=np.uint32)
+    _on_threads(_gather, [(keys[a:b], shift, cursors[t].copy(), bucket_df, pair_df[a:b]) for t, (a, b) in enumerate(spans)])
     if len(runs) == 1:
         offset, groups, written = runs[0]
         return unique[:groups].copy(), df[:groups].copy(), postings[:written].copy(), pair_df

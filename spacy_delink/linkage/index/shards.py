@@ -48,7 +48,7 @@ import numpy as np
 from ...corpus import CorpusStats, DocId, read_documents
 from ..tokenize import LinkageRules, Tokenizer
 from . import codec, kernels
-from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file, shard_of
+from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file
 from .hashing import TokenHasher
 
 #: Default tokens per shard: a shard's level-1 pairs (~24 bytes each) stay near 400 MB.
@@ -274,10 +274,9 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
         if shard_bits == 0:
             frequent = store.get(_flags_name(0, level - 1, partition), np.uint8).view(bool)
         else:
-            frequent = np.zeros(len(previous), dtype=bool)
-            owner = shard_of(previous_keys, shard_bits)
-            for shard in range(1 << shard_bits):
-                frequent[owner == shard] = store.get(_flags_name(shard, level - 1, partition), np.uint8).view(bool)
+            flags = [store.get(_flags_name(shard, level - 1, partition), np.uint8) for shard in range(1 << shard_bits)]
+            bounds = np.cumsum([0] + [len(f) for f in flags])
+            frequent = kernels.gather_shard_flags(previous_keys, shard_bits, np.concatenate(flags), bounds)
         positions, keys = extend_level(previous, previous_keys, frequent, store.get(f"{prefix}.rem", np.uint8), tok, level)
         store.put(f"{prefix}.n{level}.pos", positions)
         store.put(f"{prefix}.n{level}.keys", keys)
@@ -286,11 +285,10 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
         store.put(_pairs_name(partition, level, 0, "keys"), keys)
         store.put(_pairs_name(partition, level, 0, "docs"), docs)
     else:
-        owner = shard_of(keys, shard_bits)
-        for shard in range(1 << shard_bits):
-            chosen = owner == shard
-            store.put(_pairs_name(partition, level, shard, "keys"), keys[chosen])
-            store.put(_pairs_name(partition, level, shard, "docs"), docs[chosen])
+        shard_keys, shard_docs, bounds = kernels.split_shards(keys, docs, shard_bits)
+        for shard, (start, stop) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+            store.put(_pairs_name(partition, level, shard, "keys"), shard_keys[start:stop])
+            store.put(_pairs_name(partition, level, shard, "docs"), shard_docs[start:stop])
     return len(keys)
 
 

@@ -1,0 +1,188 @@
+"""The fast paths of the index build give exactly what the straightforward ones give.
+
+A JSONL line is read by orjson where that gives the standard library's result, and a
+``.gz`` corpus is decompressed by ISA-L (``io.py``); a level's pairs are cut into shards,
+and the shards' flags put back, in one compiled pass each; a bucket's pairs are radix
+sorted (``kernels.py``). Each is checked here against the plain reading — the standard
+parser on every line, numpy masks per shard, numpy's sort — records, skipped lines and
+errors included.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from spacy_delink import io as delink_io
+from spacy_delink.corpus import CorpusStats, read_documents
+from spacy_delink.errors import InputError
+from spacy_delink.linkage.index import kernels
+
+#: Lines each path must read alike: kept, skipped (--skip-invalid) or refused with one message.
+LINES: list[bytes] = [
+    '\ufeff{"id": "bom", "text": "first line after a byte-order mark"}'.encode(),
+    b'{"id": 1, "text": "plain"}',
+    b"",
+    b"   \t",
+    "\u3000".encode(),
+    b'{"id": 123456789012345678901234567890, "text": "an id beyond 64 bits"}',
+    b'{"id": -9223372036854775809, "text": "just below int64"}',
+    b'{"id": 18446744073709551615, "text": "the largest uint64"}',
+    b'{"id": "f", "text": "a float", "score": 1.5}',
+    b'{"id": "n", "text": "nested", "meta": {"a": [1, 2.0e400]}}',
+    b'{"id": "dup", "text": "first", "text": "last wins"}',
+    b'{"id": "esc", "text": "pair \\ud83d\\ude00 and \\u0000 and \\"quotes\\""}',
+    b'{"id": "lone", "text": "\\ud800 alone"}',
+    b'[1, 2, 3]',
+    b'{"id": "nan", "text": "x", "v": NaN}',
+    b'{"id": 2, "text": "trailing"} x',
+    b'{"id": true, "text": "a boolean id"}',
+    b'{"id": null, "text": "no id"}',
+    b'{"id": "ctl", "text": "a \x01 control"}',
+    b'{"id": "crlf", "text": "windows line end"}\r',
+    '{"id": "ü", "text": "non-ASCII ünïcödé ☃"}'.encode(),
+]
+
+
+def _write(folder: Path, lines: list[bytes], gz: bool) -> Path:
+    data = b"\n".join(lines) + b"\n"
+    if gz:
+        path = folder / "corpus.jsonl.gz"
+        path.write_bytes(gzip.compress(data))
+    else:
+        path = folder / "corpus.jsonl"
+        path.write_bytes(data)
+    return path
+
+
+def _read(path: Path, skip_invalid: bool) -> tuple[list[tuple[Any, ...]], list[int], str | None]:
+    """Records (with their values' types), skipped line numbers and the error, if any."""
+    stats = delink_io.JsonlStats()
+    records: list[tuple[Any, ...]] = []
+    try:
+        for record in delink_io.read_jsonl(path, skip_invalid=skip_invalid, stats=stats):
+            records.append(tuple((key, type(value).__name__, value) for key, value in record.items()))
+    except InputError as err:
+        return records, stats.skipped, str(err)
+    return records, stats.skipped, None
+
+
+def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line through the standard library's parser, as before the fast path."""
+    monkeypatch.setattr(delink_io, "_fast_record", lambda raw: None)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_fast_jsonl_reads_as_the_standard_parser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool, skip_invalid: bool) -> None:
+    path = _write(tmp_path, LINES, gz)
+    fast = _read(path, skip_invalid)
+    _plain(monkeypatch)
+    assert fast == _read(path, skip_invalid)
+    if skip_invalid:
+        assert fast[2] is None and fast[1]  # some lines were skipped, none stopped the run
+    else:
+        assert fast[2] is not None and ":13: " in fast[2]  # the lone surrogate, named by line
+
+
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_gz_corpus_yields_the_plain_files_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skip_invalid: bool) -> None:
+    """Documents, skipped lines and errors of a .gz corpus equal the plain file's, and the plain parser's."""
+    plain_dir, gz_dir = tmp_path / "plain", tmp_path / "gz"
+    plain_dir.mkdir()
+    gz_dir.mkdir()
+    plain, packed = _write(plain_dir, LINES, gz=False), _write(gz_dir, LINES, gz=True)
+
+    def documents(path: Path) -> tuple[list[Any], list[str], str | None]:
+        stats = CorpusStats()
+        found: list[Any] = []
+        try:
+            for doc_id, text in read_documents([path], skip_invalid=skip_invalid, stats=stats):
+                found.append((type(doc_id).__name__, doc_id, text))
+        except InputError as err:
+            return found, [line.rsplit(":", 1)[1] for line in stats.skipped_lines], str(err).replace(str(path), "<file>")
+        return found, [line.rsplit(":", 1)[1] for line in stats.skipped_lines], None
+
+    fast = documents(plain)
+    assert documents(packed) == fast
+    _plain(monkeypatch)
+    assert documents(packed) == fast
+    if skip_invalid:
+        assert len(fast[0]) == 12 and fast[2] is None
+
+
+@pytest.mark.parametrize("line", [b'{"id": "bad-utf8", "text": "\xff\xfe"}', b'{"id": "utf8-surrogate", "text": "\xed\xa0\x80"}'])
+@pytest.mark.parametrize("skip_invalid", [False, True])
+def test_invalid_utf8_stops_both_paths_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: bytes, skip_invalid: bool) -> None:
+    """Bytes that are not UTF-8 are refused with the same message (--skip-invalid does not skip them)."""
+    path = _write(tmp_path, [b'{"id": 1, "text": "ok"}', line], gz=True)
+    fast = _read(path, skip_invalid)
+    assert fast[2] is not None and ":2: not valid UTF-8" in fast[2]
+    _plain(monkeypatch)
+    assert fast == _read(path, skip_invalid)
+
+
+def test_gz_corpus_reads_as_gzip(tmp_path: Path) -> None:
+    """ISA-L's decompression gives the standard module's bytes, also across gzip members."""
+    lines = [json.dumps({"id": i, "text": "word " * (i % 97)}).encode() for i in range(5000)]
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(lines[:2500]) + b"\n") + gzip.compress(b"\n".join(lines[2500:]) + b"\n"))
+    with delink_io.open_binary(path) as fast, gzip.open(path, "rb") as plain:
+        assert fast.read() == plain.read()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not gzip", "short", "corrupt", "checksum"])
+def test_damaged_gz_corpus_is_one_line_naming_it(tmp_path: Path, damage: str) -> None:
+    """Each decompressor fails in its own way; the reader names the file and the fix."""
+    data = bytearray(gzip.compress(b'{"id": 1, "text": "x"}\n' * 1000))
+    damaged = {
+        "truncated": data[: len(data) // 2],
+        "not gzip": b"not a gzip file at all\n",
+        "short": b"no",
+        "corrupt": data[:30] + bytes(b ^ 0xFF for b in data[30:32]) + data[32:],
+        "checksum": data[:-6] + bytes([data[-6] ^ 1]) + data[-5:],
+    }[damage]
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(InputError, match=r"c\.jsonl\.gz: damaged or truncated gzip data after line \d+ \(.+\); fetch or compress the file again$"):
+        list(read_documents([path]))
+
+
+@pytest.mark.parametrize("shard_bits", [1, 2, 5])
+def test_split_shards_is_the_stable_split_by_top_bits(shard_bits: int) -> None:
+    rng = np.random.default_rng(shard_bits)
+    keys = rng.integers(0, 2**64 - 1, 20_000, dtype=np.uint64, endpoint=True)
+    keys[:50] = keys[50:100]  # repeated keys keep their input order
+    docs = np.sort(rng.integers(0, 1000, len(keys))).astype(np.uint32)
+    out_keys, out_docs, bounds = kernels.split_shards(keys, docs, shard_bits)
+    owner = (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
+    flags = rng.integers(0, 2, len(keys)).astype(np.uint8)
+    per_shard = []
+    for shard in range(1 << shard_bits):
+        chosen = owner == shard
+        assert np.array_equal(out_keys[bounds[shard] : bounds[shard + 1]], keys[chosen])
+        assert np.array_equal(out_docs[bounds[shard] : bounds[shard + 1]], docs[chosen])
+        per_shard.append(flags[chosen])
+    expected = np.zeros(len(keys), dtype=bool)
+    for shard in range(1 << shard_bits):
+        expected[owner == shard] = per_shard[shard].view(bool)
+    assert np.array_equal(kernels.gather_shard_flags(keys, shard_bits, np.concatenate(per_shard), bounds), expected)
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 1000, 40_000])
+@pytest.mark.parametrize("shared_top_bits", [0, 12, 40])
+def test_radix_sorted_bucket_is_numpys_sort(count: int, shared_top_bits: int) -> None:
+    rng = np.random.default_rng(count + shared_top_bits)
+    keys = rng.integers(0, 2**64 - 1, count, dtype=np.uint64, endpoint=True)
+    if shared_top_bits:
+        keys = (keys >> np.uint64(shared_top_bits)) | np.uint64(((1 << shared_top_bits) - 1) << (64 - shared_top_bits))
+    if count > 4:
+        keys[rng.integers(0, count, count // 3)] = keys[rng.integers(0, count, count // 3)]  # repeats
+        keys[1] = keys[0] ^ np.uint64(0xFF)  # equal in the sorted bits, different below them
+    expected = (keys & ~kernels._INDEX_MASK) | np.arange(count, dtype=np.uint64)
+    expected.sort()
+    assert np.array_equal(kernels._sorted_packed(keys), expected)
