@@ -7,13 +7,14 @@ never show user info, query values or fragments (they often hold tokens).
 """
 from __future__ import annotations
 
-import gzip
 import io
 import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Iterator, TypeGuard
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from isal import igzip
 
 from .errors import DelinkError, InputError
 
@@ -193,8 +194,9 @@ class _UrlStream(io.RawIOBase):
                 super().close()
 
 
-class _GzipStream(gzip.GzipFile):
-    """A gzip stream that also closes the stream it decompresses (``GzipFile`` leaves a given one open)."""
+class _GzipStream(igzip.IGzipFile):
+    """A gzip stream (ISA-L's, as ``io.open_binary`` reads local files) that also closes the
+    stream it decompresses (``GzipFile`` leaves a given one open)."""
 
     def __init__(self, raw: IO[bytes]) -> None:
         super().__init__(fileobj=raw, mode="rb")

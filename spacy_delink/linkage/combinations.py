@@ -419,7 +419,7 @@ def _triple_scan(
     position_of[order] = np.arange(count)
     found = np.empty((64, 3), dtype=np.int64)
     supports = np.empty(64, dtype=np.int64)
-    visit = np.empty(64, dtype=np.int64)
+    visit = np.empty(64 if ordered else 0, dtype=np.int64)  # scan order: only when asked
     total = 0
     partners = np.empty(count, dtype=np.int64)
     local_one = np.zeros(count, dtype=np.uint64)
