@@ -3,16 +3,24 @@
 A JSONL line is read by orjson where that gives the standard library's result, and a
 ``.gz`` corpus is decompressed by ISA-L (``io.py``); a level's pairs are cut into shards,
 and the shards' flags put back, in one compiled pass each; a bucket's pairs are radix
-sorted (``kernels.py``). Each is checked here against the plain reading — the standard
-parser on every line, numpy masks per shard, numpy's sort — records, skipped lines and
-errors included.
+sorted (``kernels.py``); an ASCII token's keyed digest is computed by a compiled BLAKE2b
+(``hashing.py``). Each is checked here against the plain reading — the standard parser on
+every line, numpy masks per shard, numpy's sort, ``hashlib`` — records, skipped lines and
+errors included. The build's warm-up task (``shards.warm_kernels``) loads the kernels the
+build calls, and its failures, or the corpus's while it runs, stop the build with their error.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import random
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pytest
@@ -20,7 +28,10 @@ import pytest
 from spacy_delink import io as delink_io
 from spacy_delink.corpus import CorpusStats, read_documents
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import kernels
+from spacy_delink.linkage.index import builder, kernels, shards
+from spacy_delink.linkage.index.builder import IndexBuilder
+from spacy_delink.linkage.index.hashing import TokenHasher
+from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
 
 #: Lines each path must read alike: kept, skipped (--skip-invalid) or refused with one message.
 LINES: list[bytes] = [
@@ -186,3 +197,154 @@ def test_radix_sorted_bucket_is_numpys_sort(count: int, shared_top_bits: int) ->
     expected = (keys & ~kernels._INDEX_MASK) | np.arange(count, dtype=np.uint64)
     expected.sort()
     assert np.array_equal(kernels._sorted_packed(keys), expected)
+
+
+def _tokens_text(rng: random.Random, count: int) -> str:
+    """Words of every length class (short, one BLAKE2b block, several), mixed case, some non-ASCII."""
+    words = []
+    for n in range(count):
+        length = rng.choice([1, 2, 5, 8, 9, 40, 127, 128, 129, 255, 256, 257, 300])
+        word = "".join(rng.choice("abcXYZ019") for _ in range(length))
+        words.append(word if n % 7 else word + rng.choice(["é", "ﬁ", "Straße", "e\u0301", "İ"]))
+    return " ".join(words)
+
+
+@pytest.mark.parametrize("casefold", [True, False])
+def test_compiled_digests_are_the_python_digests(casefold: bool) -> None:
+    """ASCII tokens are digested by the compiled BLAKE2b, the others in Python: each is
+    the keyed digest of its search form, as ``TokenHasher.digest`` computes it, also when
+    threads share the hasher."""
+    tokenizer = Tokenizer(LinkageRules(casefold=casefold))
+    rng = random.Random(casefold)
+    texts = [_tokens_text(rng, 200) for _ in range(8)]
+    for secret in (bytes(range(32)), bytes(32), bytes(range(200, 232))):
+        hasher = TokenHasher(tokenizer, secret, cache_limit=1 << 10)
+        for text in texts:
+            tokens = tokenizer.tokenize(text)
+            expected = [hasher.digest(tokenizer.search_form(raw)) for raw in tokens.raw]
+            assert hasher.hash_tokens(tokens).tolist() == expected
+    shared = TokenHasher(tokenizer, bytes(range(32)))
+    batches = [tokenizer.tokenize(text) for text in texts] * 4
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(shared.hash_tokens, batches))
+    alone = TokenHasher(tokenizer, bytes(range(32)))
+    assert all(np.array_equal(a, alone.hash_tokens(b)) for a, b in zip(together, batches))
+
+
+@pytest.mark.parametrize("key_length", [1, 32, 64])
+def test_ascii_digests_are_keyed_blake2b(key_length: int) -> None:
+    key = bytes(range(7, 7 + key_length))
+    words = ["a", "Ab", "x" * 127, "y" * 128, "Z" * 129, "w" * 256, "v" * 257, "ünï", "1,5"]
+    text = " ".join(words)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+    ends = starts + np.array([len(w) for w in words])
+    state = kernels.blake2b_keyed_state(np.frombuffer(key, dtype=np.uint8))
+    for fold in (True, False):
+        digests, plain = kernels.ascii_digests(codes, starts, ends, fold, state)
+        assert plain.tolist() == [w.isascii() for w in words]
+        for word, digest, is_plain in zip(words, digests.tolist(), plain.tolist()):
+            if is_plain:
+                form = (word.lower() if fold else word).encode()
+                assert digest == int.from_bytes(hashlib.blake2b(form, digest_size=8, key=key).digest(), "little")
+
+
+_LOADED = """
+import json, sys
+from spacy_delink.linkage import tokenize
+from spacy_delink.linkage.index import builder, kernels, shards
+from spacy_delink.linkage.index.builder import IndexBuilder
+from spacy_delink.linkage.tokenize import LinkageRules
+
+def loaded():
+    return {f"{module.__name__}.{name}": sorted(map(str, value.signatures))
+            for module in (tokenize, kernels) for name, value in vars(module).items() if hasattr(value, "signatures")}
+
+rules = LinkageRules()
+shards.warm_kernels(rules)
+warm = loaded()
+documents = [(n, f"Doc {n}: the same words, ünïcode and WORDS again. " * (n % 3 + 1)) for n in range(40)]
+IndexBuilder(rules, progress=False).build(documents, sys.argv[1])
+print(json.dumps([warm, loaded()]))
+"""
+
+
+def test_warm_up_loads_the_kernels_the_build_calls(tmp_path: Path) -> None:
+    """In a fresh process the warm-up loads every tokenizing and counting kernel, with the
+    signatures the build then calls it with: the build loads (or compiles) none of them anew."""
+    done = subprocess.run([sys.executable, "-c", _LOADED, str(tmp_path / "index")], capture_output=True, text=True, check=True)
+    warm, after = json.loads(done.stdout)
+    assert after == warm
+    for kernel in ("tokenize._scan_codes", "index.kernels._assign", "index.kernels.ascii_digests", "index.kernels.extend_positions", "index.kernels._group_buckets"):
+        assert warm[f"spacy_delink.linkage.{kernel}"], kernel
+
+
+def _documents(count: int) -> Iterator[tuple[int, str]]:
+    for n in range(count):
+        yield n, f"document {n} with some words and some more words"
+
+
+def test_failed_warm_up_is_the_builds_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(rules: LinkageRules) -> None:
+        raise InputError("the warm-up failed")
+
+    monkeypatch.setattr(shards, "warm_kernels", fail)
+    with pytest.raises(InputError, match="^the warm-up failed$"):
+        IndexBuilder(progress=False, memory_mb=64).build(_documents(2000), tmp_path / "index")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_corpus_error_while_warming_up_is_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad document found while the warm-up still runs stops the build with its own error
+    once the warm-up's thread is free (the warm-up here ends when the corpus is read)."""
+    read = threading.Event()
+
+    def warm_until_read(rules: LinkageRules) -> None:
+        assert read.wait(60)
+
+    def corpus() -> Iterator[tuple[int, str]]:
+        yield from _documents(2000)
+        read.set()
+        yield 5, "a repeated id"
+
+    monkeypatch.setattr(shards, "warm_kernels", warm_until_read)
+    with pytest.raises(InputError, match=r"^duplicate document id 5 \(documents 6 and 2001\); ids must be unique$"):
+        IndexBuilder(progress=False, memory_mb=64).build(corpus(), tmp_path / "index")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("cuts", [[], [0, 0, 5], [70_000, 70_001, 150_000], [1, 100_000, 199_999, 200_000]])
+def test_group_of_parts_is_the_brute_force_grouping(threads: int, cuts: list[int]) -> None:
+    """The pairs given in parts (some empty, cut anywhere) on any number of threads group as one sequence."""
+    rng = np.random.default_rng(threads + len(cuts))
+    count = 200_000
+    distinct = rng.integers(0, 2**60, 30_000, dtype=np.uint64)
+    keys = distinct[rng.zipf(1.2, count) % len(distinct)] | np.uint64(0xF << 60)  # shared top bits
+    docs = np.sort(rng.integers(0, 3_000, count)).astype(np.uint32)
+    bounds = [0, *cuts, count]
+    unique, df, postings, pair_df = kernels.group(
+        [keys[a:b] for a, b in zip(bounds, bounds[1:])], [docs[a:b] for a, b in zip(bounds, bounds[1:])], key_bits=60, threads=threads
+    )
+    pairs = sorted(set(zip(keys.tolist(), docs.tolist())))
+    expected_unique = sorted({key for key, _ in pairs})
+    frequency = {key: 0 for key in expected_unique}
+    for key, _ in pairs:
+        frequency[key] += 1
+    assert unique.tolist() == expected_unique
+    assert df.tolist() == [frequency[key] for key in expected_unique]
+    assert postings.tolist() == [doc for _, doc in pairs]
+    assert pair_df.tolist() == [frequency[key] for key in keys.tolist()]
+
+
+def test_stream_built_on_dask_equals_the_threads_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document stream tokenized on Dask workers: the warm-up runs there too, each task digests
+    with its own hasher (the threads' shared one cannot be sent), and the bytes are the threads'."""
+    pytest.importorskip("dask.distributed")
+    monkeypatch.setattr(builder, "new_secret", lambda: bytes(range(32)))
+    documents = [(n, f"document {n}: the farm near the river was sold, ünïcode and all. " * (n % 4 + 1)) for n in range(300)]
+    rules = LinkageRules(max_n=4)
+    IndexBuilder(rules, progress=False, shards=2, memory_mb=64).build(documents, tmp_path / "threads")
+    IndexBuilder(rules, progress=False, shards=2, memory_mb=64, workers=2, dask=True).build(documents, tmp_path / "dask")
+    tables = [json.loads((tmp_path / name / "manifest.json").read_text())["arrays"] for name in ("threads", "dask")]
+    assert tables[0] == tables[1]

@@ -22,6 +22,7 @@ from spacy_delink.errors import IndexFormatError, InputError
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, builder, open_index
 from spacy_delink.linkage.index.commit import build_lock
+from spacy_delink.linkage.index.format import BASE_FORMAT_VERSION, FORMAT_VERSION
 from spacy_delink.linkage.index.update import compact_index, update_index
 from spacy_delink.linkage.tokenize import LinkageRules
 from conftest import Outcome
@@ -87,7 +88,7 @@ def test_updates_answer_as_a_fresh_build_of_the_union(
         update_index(tmp / "updated", corpus[start:stop])
     build(tmp / "fresh", corpus, shards)
     updated, fresh = CorpusIndex(tmp / "updated"), CorpusIndex(tmp / "fresh")
-    assert len(updated.deltas) == len(cuts) and updated.manifest["format_version"] == 4
+    assert len(updated.deltas) == len(cuts) and updated.manifest["format_version"] == FORMAT_VERSION
     assert stored(updated) == stored(fresh)
     assert (updated.documents, updated.tokens, updated.doc_ids) == (fresh.documents, fresh.tokens, fresh.doc_ids)
     texts = [text for _, text in corpus[:3]] + [" ".join(text for _, text in corpus[-2:]), "farm river a b c d e"]
@@ -135,7 +136,7 @@ def test_update_then_compact_equals_a_fresh_build_byte_for_byte(tmp_path: Path) 
     build(tmp_path / "fresh", corpus, shards=4)
     assert arrays(tmp_path / "index") == arrays(tmp_path / "fresh")  # every file's size and SHA-256
     compacted = CorpusIndex(tmp_path / "index")
-    assert compacted.manifest["format_version"] == 3 and not compacted.deltas and summary.documents == 30
+    assert compacted.manifest["format_version"] == BASE_FORMAT_VERSION and not compacted.deltas and summary.documents == 30
     assert compacted.doc_ids == [doc_id for doc_id, _ in corpus]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "fresh.ids.json", "fresh.key", "index", "index.ids.json", "index.key"]
     # The compacted index is updatable again.
@@ -213,9 +214,9 @@ def test_a_corrupted_or_missing_delta_is_detected_on_open(tmp_path: Path) -> Non
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="fails authentication"):
         CorpusIndex(tmp_path / "index")
-    manifest["deltas"] = []  # hide the delta from a reader of format 4
+    manifest["deltas"] = []  # hide the delta from a reader of the format with deltas
     manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(IndexFormatError, match="'deltas' does not fit format 4"):
+    with pytest.raises(IndexFormatError, match=f"'deltas' does not fit format {FORMAT_VERSION}"):
         CorpusIndex(tmp_path / "index")
 
 

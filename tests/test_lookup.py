@@ -169,10 +169,10 @@ def test_token_risks_keep_the_highest_risk_of_the_covering_spans() -> None:
 
 @pytest.mark.parametrize("shard_count", [1, 4])
 def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, shard_count: int) -> None:
-    """Rows with df in every posting class (rare, >= 16, >= 256, >= 4096) give their exact
+    """Rows with df in every posting class (1, rare, >= 16, >= 64, >= 256, >= 1024, >= 4096) give their exact
     df, capped df and documents — against the brute force — and each class holds rows."""
     documents = [
-        f"common w{i % 2} u{i % 16} v{i % 250} y{i % 1000} x{i} common w{i % 2} u{i % 16} end" for i in range(4200)
+        f"common w{i % 2} u{i % 16} v{i % 250} y{i % 1000} z{i % 60} x{i} common w{i % 2} u{i % 16} end" for i in range(4200)
     ]
     IndexBuilder(RULES, progress=False, shards=shard_count).build([(f"d{i}", t) for i, t in enumerate(documents)], tmp_path / "index")
     index = CorpusIndex(tmp_path / "index")
@@ -180,7 +180,7 @@ def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, sha
     manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
     for floor in floors:  # every class is populated somewhere in the index
         assert sum(spec[f"rows-{floor}"]["count"] for name, spec in manifest["arrays"].items() if name.endswith(".ef")) > 0
-    queries = ["common w1 u3 v7 y5 x42 common w0 u9 end", "x4199 common w0 u15 v249 y999", "u3 v3 y3 x3 end"]
+    queries = ["common w1 u3 v7 y5 x42 common w0 u9 end", "x4199 common w0 u15 v249 y999", "u3 v3 y3 z3 x3 end"]
     truth = spec_oracle.postings(documents, RULES.max_n)
     dfs_seen = set()
     for text in queries:
@@ -195,7 +195,7 @@ def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, sha
             for cap in (2, 3, 16, 17, 300):
                 assert index.levels[level.n].lookup(level.keys, cap)[1].tolist() == np.minimum(df, cap).tolist()
             dfs_seen.update(df.tolist())
-    assert {1, 17, 263, 2100, 4200} <= dfs_seen  # rare, and each class (df 16+, 256+, 4096+)
+    assert {1, 4, 17, 70, 263, 2100, 4200} <= dfs_seen  # df 1, rare, and each class (df 16+, 64+, 256+, 1024+, 4096+)
 
 
 def test_posting_classes_round_trip_on_random_rows() -> None:
@@ -211,8 +211,8 @@ def test_posting_classes_round_trip_on_random_rows() -> None:
         df = np.minimum(rng.choice([1, 2, 15, 16, 17, 255, 256, 257, 4095, 4096, 5000], size=rows), documents)
         lists = [np.sort(rng.choice(documents, size=d, replace=False)).astype(np.uint32) for d in df]
         keys = np.unique(rng.integers(0, 2**63, size=rows * 2, dtype=np.uint64))[:rows]
-        parts = [codec.EliasFano(*part) for part in codec.encode_posting_classes(df, np.concatenate(lists), documents, POSTING_CLASSES)]
-        classes = codec.PostingClasses(parts[0], tuple(zip(parts[1::2], parts[2::2])))
+        parts = [codec.open_part(*part) for part in codec.encode_posting_classes(df, np.concatenate(lists), documents, POSTING_CLASSES)]
+        classes = codec.PostingClasses.from_parts(parts)
         level = codec.ShardedLevel(
             [codec.EliasFano(*codec.encode(keys, 1 << 64, codec.KEY_SAMPLE_SHIFT))], [classes], [frequent_words(df)], 0,
             documents, POSTING_CLASSES,

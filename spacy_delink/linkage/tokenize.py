@@ -245,7 +245,7 @@ def _scan_codes(
         ends[count] = i
         count += 1
         gap_breaks = False
-    return starts[:count].copy(), ends[:count].copy(), segment_start[:count].copy()
+    return starts[:count], ends[:count], segment_start[:count]  # views: the pages past ``count`` are never touched
 
 
 class Tokenizer:

@@ -218,8 +218,13 @@ class IndexBuilder:
         summary.bytes_on_disk += (output / MANIFEST).stat().st_size
         return summary
 
+    @property
+    def _distributed(self) -> bool:
+        """Whether the tasks run on Dask workers (other processes) rather than on threads here."""
+        return self.scheduler is not None or self.dask
+
     def _runner(self) -> shards_module.Runner:
-        if self.scheduler is not None or self.dask:
+        if self._distributed:
             from .distributed import DaskRunner
 
             return DaskRunner(workers=self.workers if self.dask else None, scheduler=self.scheduler)
@@ -238,10 +243,9 @@ class IndexBuilder:
         ``partitions_of_run`` is step 1: tokenizing the corpus, or (``update.compact``)
         reading an index's forward store back.
         """
-        distributed = self.scheduler is not None or self.dask
         work = (self.work_dir / f"{folder.name}-work") if self.work_dir is not None else folder / "_work"
         # Threads share the store's memory; Dask workers only see its files.
-        store = shards_module.WorkStore(work, 0 if distributed else self.memory_bytes // 2)
+        store = shards_module.WorkStore(work, 0 if self._distributed else self.memory_bytes // 2)
         runner = self._runner()
         try:
             partitions = partitions_of_run(runner, store)
@@ -332,11 +336,14 @@ class IndexBuilder:
     ) -> list[shards_module.PartitionResult]:
         """Step 1: one task per partition; a stream is cut by size, files go to workers whole.
 
-        In this process one partition more than ``workers`` is in flight (the next one is
-        read while the threads tokenize), so memory stays bounded by the budget (a partition
-        holds at most about a twentieth of it); the partitions share one ``TokenHasher``.
+        One partition more than ``workers`` is in flight (the next one is read while the
+        threads tokenize), so memory stays bounded by the budget (a partition holds at most
+        about a twentieth of it); on threads the partitions share one ``TokenHasher``. The
+        first task loads the compiled kernels (``shards.warm_kernels``, ~0.5 s in a fresh
+        process); until it is done, ``workers`` more partitions may wait, so that reading
+        goes on meanwhile.
         """
-        if isinstance(documents, CorpusFiles) and (self.scheduler is not None or self.dask):
+        if isinstance(documents, CorpusFiles) and self._distributed:
             paths = documents.for_workers()
             count = len(paths)
             return runner.map(
@@ -363,7 +370,9 @@ class IndexBuilder:
         results: list[shards_module.PartitionResult] = []
         pending: list[Any] = []
         partition_chars = max(1 << 16, min(self.memory_bytes // 24, shards_module.PARTITION_CHARS))
-        hasher = TokenHasher(Tokenizer(self.rules), secret, VOCABULARY_LIMIT)
+        # A hasher cannot be sent to Dask workers: each task there makes its own.
+        hasher = None if self._distributed else TokenHasher(Tokenizer(self.rules), secret, VOCABULARY_LIMIT)
+        warm = runner.submit(shards_module.warm_kernels, self.rules)
         with tqdm(desc="tokenizing", unit="doc", disable=None if self.progress else True, leave=False) as bar:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
@@ -371,8 +380,9 @@ class IndexBuilder:
                         shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hasher
                     )
                 )
-                if len(pending) > self.workers:
+                while len(pending) > (self.workers if warm.done() else 2 * self.workers):
                     results.append(pending.pop(0).result())
+            warm.result()
             results += [future.result() for future in pending]
         if stats is not None and results:
             results[-1].skipped_lines.extend(stats.skipped_lines)

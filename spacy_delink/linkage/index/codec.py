@@ -12,12 +12,19 @@ An index level is two monotone integer sequences, and both are stored Elias–Fa
 
   One sequence over all rows spends about ``2 + log2(rows * D / postings)`` bits on every
   posting, the same for a phrase in one document as for a word in every one. So the
-  rows of frequent n-grams are coded apart, in *classes* by df (``format.POSTING_CLASSES``):
-  class ``c`` is the sorted row numbers of its rows and their postings as
-  ``rank_in_class * D + document``, which cost about ``2 + log2(D / df)`` bits each, down
-  to two bits for a word in every document. The first sequence keeps the rare rows (most
-  of them) under their own row numbers; a stored row has df >= 1, so an empty run there
-  means a frequent row, looked up in the classes (``_locate``).
+  postings are coded by the row's df:
+
+  - a row of df 1 (two thirds of the rows) is told by its flag bit (the level's
+    ``.frequent`` file: df >= 2), so its one document is stored alone, in a packed array of
+    ``ceil(log2 D)``-bit values indexed by the row's rank among the df-1 rows (``Packed``):
+    15 bits against 16.4 in the shared sequence, and no search to find it;
+  - the other rows are numbered by their rank among the flagged rows (``flag_rank``, from
+    a rank directory in the flag file), which shrinks the sequences' universe threefold;
+  - rows of df 2..15 keep one sequence ``rank * D + document``; an empty run there means
+    a frequent row, coded in a *class* by df (``format.POSTING_CLASSES``): class ``c`` is
+    the sorted ranks of its rows and their postings as ``rank_in_class * D + document``,
+    which cost about ``2 + log2(D / df)`` bits each, down to two bits for a word in every
+    document (``_locate``).
 
 A sequence of ``n`` values below ``u`` keeps the low ``L = floor(log2(u / n))`` bits of
 each value in a packed array and the high bits in unary (a one per value, a zero closing
@@ -46,12 +53,17 @@ from ..bits import popcount, prefetch, select, trailing_zeros
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
 Int = Union[int, np.int64]
 
-#: log2 of the zeros between two samples: 256 (1/4 bit per bucket) by default; 64 (1 bit
-#: per bucket) where lookups dominate, as for the keys, so a bucket is found within a word.
+#: log2 of the zeros between two samples: 256 (1/4 bit per bucket) by default; 128 (1/2
+#: bit per bucket) where lookups dominate, as for the keys, so a bucket is found within a
+#: cache line or two (64 cost the full corpus 2.2 MB more).
 SAMPLE_SHIFT = 8
-KEY_SAMPLE_SHIFT = 6
+KEY_SAMPLE_SHIFT = 7
 _U1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_LOW32 = np.uint64(0xFFFFFFFF)
+#: Bits of a high part up to which its samples are stored as uint32s, two to a word: a
+#: sample is a position in the high part, and 32 bits halve the samples' 4.6 MB on the full corpus.
+_NARROW_SAMPLES = 1 << 32
 
 
 #: Values of one row walked one by one before ``row_bounds`` searches for the row's end.
@@ -96,8 +108,13 @@ class Layout:
         return (self.count + self.buckets + 63) // 64 + 1
 
     @property
-    def sample_words(self) -> int:
+    def samples(self) -> int:
         return ((self.buckets - 1) >> self.sample_shift) + 1
+
+    @property
+    def sample_words(self) -> int:
+        """Two 32-bit samples to a word when the high part's positions fit (``_sample``), else one."""
+        return (self.samples + 1) // 2 if self.high_words << 6 <= _NARROW_SAMPLES else self.samples
 
     @property
     def words(self) -> int:
@@ -105,6 +122,87 @@ class Layout:
 
     def to_dict(self) -> dict[str, int]:
         return {"count": self.count, "low_bits": self.low_bits, "buckets": self.buckets, "sample_shift": self.sample_shift}
+
+
+@dataclass(frozen=True)
+class Packed:
+    """The layout of ``count`` values of ``width`` bits packed end to end (the df-1 rows' documents)."""
+
+    count: int
+    width: int
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or not 1 <= self.width <= 63:
+            raise ValueError(f"invalid packed layout {self}")
+
+    @classmethod
+    def for_documents(cls, count: int, documents: int) -> "Packed":
+        """``count`` document numbers below ``documents``."""
+        return cls(count, max(1, (max(1, documents) - 1).bit_length()))
+
+    @property
+    def words(self) -> int:
+        return packed_words(self.count, self.width)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"count": self.count, "width": self.width}
+
+
+@dataclass(frozen=True)
+class PackedArray:
+    """A read-only packed array over ``words`` (for example a memory-mapped slice)."""
+
+    layout: Packed
+    words: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.words) != self.layout.words:
+            raise ValueError(f"packed data has {len(self.words)} words, its layout needs {self.layout.words}")
+
+
+#: log2 of the rows per entry of a flag file's rank directory: 512 rows, 8 words, one cache line.
+_RANK_BLOCK_SHIFT = 9
+
+
+def flag_words(flags: np.ndarray) -> np.ndarray:
+    """The words of a flag file: one bit per row (bit ``r % 64`` of word ``r // 64``), then its
+    rank directory, the set bits before each block of 512 rows as uint32s, two to a word.
+
+    A row's rank among the set rows (``flag_rank``) is then one directory entry and the
+    popcounts of at most 8 words of the same cache line.
+    """
+    bits = np.packbits(np.asarray(flags, dtype=bool), bitorder="little")
+    words = np.concatenate([bits, np.zeros(-len(bits) % 8, dtype=np.uint8)]).view("<u8")
+    counts = np.bitwise_count(np.concatenate([words, np.zeros(-len(words) % 8, dtype=np.uint64)])).reshape(-1, 8).sum(axis=1)
+    before = (np.cumsum(counts) - counts).astype("<u4")
+    directory = np.concatenate([before, np.zeros(len(before) % 2, dtype="<u4")]).view("<u8")
+    return np.concatenate([words, directory])
+
+
+def flag_words_length(rows: int) -> int:
+    """Words of the flag file of ``rows`` rows (``flag_words``)."""
+    words = (rows + 63) >> 6
+    blocks = (words + 7) >> 3
+    return words + (blocks + 1) // 2
+
+
+@nb.njit(cache=True, nogil=True)
+def flag_rank(flags: np.ndarray, rows: Int, row: Int) -> Int:
+    """Set flags among rows ``[0, row)`` of a flag file of ``rows`` rows (``flag_words``), ``row < rows``.
+
+    A damaged, unverified file gives a wrong rank at worst, never a read outside ``flags``.
+    """
+    words = (rows + 63) >> 6
+    block = row >> _RANK_BLOCK_SHIFT
+    entry = words + (block >> 1)
+    if row < 0 or entry >= len(flags):
+        return np.int64(0)
+    rank = np.int64((flags[entry] >> np.uint64(32 * (block & 1))) & np.uint64(0xFFFFFFFF))
+    for word in range(block << (_RANK_BLOCK_SHIFT - 6), row >> 6):
+        rank += popcount(flags[word])
+    if row & 63:
+        rank += popcount(flags[row >> 6] & ((_U1 << np.uint64(row & 63)) - _U1))
+    return rank
 
 
 @nb.njit(cache=True, nogil=True)
@@ -127,12 +225,33 @@ def _encode(
         position = np.int64(value >> shift) + i
         out[high_base + (position >> 6)] |= _U1 << np.uint64(position & 63)
     sample_base = low_words + high_words
+    narrow = high_words << 6 <= _NARROW_SAMPLES
     i = 0
-    for j in range(out.shape[0] - sample_base):
+    for j in range(((buckets - 1) >> sample_shift) + 1):
         bucket = j << sample_shift
         while i < n and np.int64(values[i] >> shift) < bucket:
             i += 1
-        out[sample_base + j] = np.uint64(i + bucket)
+        if narrow:
+            out[sample_base + (j >> 1)] |= np.uint64(i + bucket) << np.uint64(32 * (j & 1))
+        else:
+            out[sample_base + j] = np.uint64(i + bucket)
+
+
+@nb.njit(cache=True, nogil=True)
+def _sample_at(high_base: Int, sample_base: Int, sample: Int) -> tuple[Int, Int]:
+    """(word, bit shift) of sample ``sample``: a uint32 half-word when the high part's
+    positions fit 32 bits, else a whole word."""
+    if (sample_base - high_base) << 6 <= _NARROW_SAMPLES:
+        return sample_base + (sample >> 1), 32 * (sample & 1)
+    return sample_base + sample, 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _sample(words: np.ndarray, high_base: Int, sample_base: Int, sample: Int) -> Int:
+    """The high-part position where the ``sample``-th sampled bucket's ones begin."""
+    word, shift = _sample_at(high_base, sample_base, sample)
+    value = words[word] >> np.uint64(shift)
+    return np.int64(value & _LOW32 if (sample_base - high_base) << 6 <= _NARROW_SAMPLES else value)
 
 
 def encode(values: np.ndarray, universe: int, sample_shift: int = SAMPLE_SHIFT) -> tuple[Layout, np.ndarray]:
@@ -169,7 +288,7 @@ def _bucket_start(words: np.ndarray, high_base: Int, sample_base: Int, shift: In
     """
     limit = sample_base - high_base
     sample = bucket >> shift
-    position = np.int64(words[sample_base + sample])
+    position = _sample(words, high_base, sample_base, sample)
     need = bucket - (sample << shift)
     word_no = position >> 6
     if need == 0 or word_no >= limit or position < 0:
@@ -326,33 +445,38 @@ def _words(table: np.ndarray, shard: Int) -> np.ndarray:
     return nb.carray(pointer, (np.int64(table[shard, 1]),))
 
 
+#: The class ``_locate`` and ``_posting_bounds`` report for a row of df 1 (its document stands alone).
+_SINGLE = -2
+
+
 @nb.njit(cache=True, nogil=True)
 def _locate(
     posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
-    shard: Int, row: Int, width: np.uint64, cap: Int, dense_floor: Int,
+    shard: Int, rank: Int, width: np.uint64, cap: Int, dense_floor: Int,
 ) -> tuple[Int, Int, Int, Int]:
-    """Where one shard's ``row`` keeps its postings: (class, rank in the class, start, stop).
+    """Where one shard's flagged row (df >= 2) of rank ``rank`` among the flagged rows keeps
+    its postings: (class, rank in the class, start, stop).
 
-    Class 0 is the rare rows' sequence, under their own row numbers; ``[start, stop)`` are
+    Class 0 is the sequence of the rows of df 2..15, under their ranks; ``[start, stop)`` are
     the ranks of the row's values in its class's sequence, whose values are ``rank * width
     + document``. With ``cap`` > 0 the stop is at most ``start + cap``; a row absent from
     class 0 has df >= ``dense_floor``, so a ``cap`` at most that is answered as (-1, -1,
     0, cap) without searching the classes.
     """
     q = posting_params[0, shard]
-    start, stop = _row_bounds_one(_words(posting_table[0], shard), q[0], q[1], q[2], q[3], q[4], q[5], row, width, cap)
+    start, stop = _row_bounds_one(_words(posting_table[0], shard), q[0], q[1], q[2], q[3], q[4], q[5], rank, width, cap)
     if stop > start or posting_params.shape[0] == 1:
-        return 0, row, start, stop
+        return 0, rank, start, stop
     if 0 < cap <= dense_floor:
         return -1, -1, 0, cap
     for c in range(1, posting_params.shape[0]):
         m = member_params[c, shard]
-        rank = _find_one(_words(member_table[c], shard), m[0], m[1], m[2], m[3], m[4], m[5], np.uint64(row))
-        if rank >= 0:
+        member = _find_one(_words(member_table[c], shard), m[0], m[1], m[2], m[3], m[4], m[5], np.uint64(rank))
+        if member >= 0:
             q = posting_params[c, shard]
-            start, stop = _row_bounds_one(_words(posting_table[c], shard), q[0], q[1], q[2], q[3], q[4], q[5], rank, width, cap)
-            return c, rank, start, stop
-    return 0, row, start, start  # in no class: only a damaged, unverified file gets here
+            start, stop = _row_bounds_one(_words(posting_table[c], shard), q[0], q[1], q[2], q[3], q[4], q[5], member, width, cap)
+            return c, member, start, stop
+    return 0, rank, start, start  # in no class: only a damaged, unverified file gets here
 
 
 #: Searches between the first loads of one and the search itself (``_lookup_sharded``, ``_posting_bounds``).
@@ -366,7 +490,7 @@ def _prefetch_sample(table: np.ndarray, params: np.ndarray, shard: Int, value: n
     p = params[shard]
     bucket = np.int64(value >> np.uint64(p[1]))
     if bucket < p[2]:
-        prefetch(table[shard, 0] + np.uint64(8 * (p[4] + (bucket >> p[5]))))  # type: ignore[call-arg]  # numba supplies the typing context
+        prefetch(table[shard, 0] + np.uint64(8 * _sample_at(p[3], p[4], bucket >> p[5])[0]))  # type: ignore[call-arg]  # numba supplies the typing context
 
 
 @nb.njit(cache=True, nogil=True)
@@ -378,7 +502,7 @@ def _prefetch_words(table: np.ndarray, params: np.ndarray, shard: Int, value: np
     if bucket >= p[2]:
         return p[0]
     sample = bucket >> p[5]
-    position = np.int64(_words(table, shard)[p[4] + sample])
+    position = _sample(_words(table, shard), p[3], p[4], sample)
     address = table[shard, 0]
     rank = position - (sample << p[5]) + ((bucket - (sample << p[5])) * p[0]) // max(1, p[2])
     prefetch(address + np.uint64(8 * (p[3] + (position >> 6))))  # type: ignore[call-arg]  # numba supplies the typing context
@@ -437,8 +561,8 @@ def _lookup_sharded(
             df[i] = np.int64(1 + ((frequent[rank >> 6] >> np.uint64(rank & 63)) & _U1))
     if cap != 2:
         _posting_bounds(
-            posting_table, posting_params, member_table, member_params, shards, ranks, width, cap, dense_floor, df,
-            np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64),
+            posting_table, posting_params, member_table, member_params, frequent_table, key_params, shards, ranks, width,
+            cap, dense_floor, df, np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64),
         )
     return rows, df
 
@@ -446,22 +570,43 @@ def _lookup_sharded(
 @nb.njit(cache=True, nogil=True)
 def _posting_bounds(
     posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
-    shards: np.ndarray, ranks: np.ndarray, width: np.uint64, cap: Int, dense_floor: Int, df: np.ndarray,
-    classes: np.ndarray, class_ranks: np.ndarray,
+    frequent_table: np.ndarray, key_params: np.ndarray, shards: np.ndarray, rows: np.ndarray, width: np.uint64, cap: Int,
+    dense_floor: Int, df: np.ndarray, classes: np.ndarray, class_ranks: np.ndarray,
 ) -> None:
-    """For shard ``shards[i]``'s row ``ranks[i]`` (-1: none): ``df[i]`` its (capped) df and
-    ``classes[i]``, ``class_ranks[i]`` where ``_locate`` found it; the rare rows' sequence is
-    searched with the loads of later rows started early (``_lookup_sharded``)."""
-    count = len(ranks)
+    """For shard ``shards[i]``'s row ``rows[i]`` (-1: none): ``df[i]`` its (capped) df and
+    ``classes[i]``, ``class_ranks[i]`` where its postings are: ``_SINGLE`` and its rank
+    among the df-1 rows (its flag is clear), else where ``_locate`` found it.
+
+    The loads of later rows are started early (``_lookup_sharded``): ``3 * _PREFETCH_DISTANCE``
+    rows ahead the flag word and its rank directory entry, then the sample and the words
+    of the search in the df 2..15 rows' sequence at the rank they give.
+    """
+    count = len(rows)
     rare, rare_params = posting_table[0], posting_params[0]
-    for step in range(count + 2 * _PREFETCH_DISTANCE):
-        if step < count and ranks[step] >= 0:
-            _prefetch_sample(rare, rare_params, shards[step], np.uint64(ranks[step]) * width)
-        ahead = step - _PREFETCH_DISTANCE
-        if 0 <= ahead < count and ranks[ahead] >= 0:
-            _prefetch_words(rare, rare_params, shards[ahead], np.uint64(ranks[ahead]) * width)
-        i = step - 2 * _PREFETCH_DISTANCE
-        if i >= 0 and ranks[i] >= 0:
+    ranks = np.zeros(count, dtype=np.int64)  # flagged: rank among the flagged rows; else -1 - rank among the others
+    for step in range(count + 3 * _PREFETCH_DISTANCE):
+        if step < count and rows[step] >= 0:
+            address, row = frequent_table[shards[step], 0], rows[step]
+            prefetch(address + np.uint64(8 * (row >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
+            prefetch(address + np.uint64(8 * (((key_params[shards[step], 0] + 63) >> 6) + (row >> (_RANK_BLOCK_SHIFT + 1)))))
+        j = step - _PREFETCH_DISTANCE
+        if 0 <= j < count and rows[j] >= 0:
+            flags, row = _words(frequent_table, shards[j]), rows[j]
+            flagged = flag_rank(flags, key_params[shards[j], 0], row)
+            if (flags[row >> 6] >> np.uint64(row & 63)) & _U1:
+                ranks[j] = flagged
+                _prefetch_sample(rare, rare_params, shards[j], np.uint64(flagged) * width)
+            else:
+                ranks[j] = -1 - (row - flagged)
+        j = step - 2 * _PREFETCH_DISTANCE
+        if 0 <= j < count and rows[j] >= 0 and ranks[j] >= 0:
+            _prefetch_words(rare, rare_params, shards[j], np.uint64(ranks[j]) * width)
+        i = step - 3 * _PREFETCH_DISTANCE
+        if i < 0 or rows[i] < 0:
+            continue
+        if ranks[i] < 0:
+            classes[i], class_ranks[i], df[i] = _SINGLE, -1 - ranks[i], 1
+        else:
             classes[i], class_ranks[i], start, stop = _locate(
                 posting_table, posting_params, member_table, member_params, shards[i], ranks[i], width, cap, dense_floor
             )
@@ -488,6 +633,7 @@ def _decode_from(
 @nb.njit(cache=True, nogil=True)
 def _rows_documents(
     posting_table: np.ndarray, posting_params: np.ndarray, member_table: np.ndarray, member_params: np.ndarray,
+    frequent_table: np.ndarray, key_params: np.ndarray, single_table: np.ndarray, single_widths: np.ndarray,
     row_base: np.ndarray, width: np.uint64, rows: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The posting lists of ``rows`` (level-wide row numbers, valid): each row's length, and
@@ -497,12 +643,16 @@ def _rows_documents(
     ranks = np.zeros(len(rows), dtype=np.int64)
     shards = np.searchsorted(row_base, rows, side="right") - 1
     _posting_bounds(
-        posting_table, posting_params, member_table, member_params, shards, rows - row_base[shards], width, 0, 0, lengths,
-        classes, ranks,
+        posting_table, posting_params, member_table, member_params, frequent_table, key_params, shards,
+        rows - row_base[shards], width, 0, 0, lengths, classes, ranks,
     )
     documents = np.empty(lengths.sum(), dtype=np.int64)
     at = 0
     for i in range(len(rows)):
+        if classes[i] == _SINGLE:
+            documents[at] = np.int64(_low(_words(single_table, shards[i]), single_widths[shards[i]], ranks[i]))
+            at += 1
+            continue
         q = posting_params[classes[i], shards[i]]
         low = np.uint64(ranks[i]) * width
         values = _decode_from(_words(posting_table[classes[i]], shards[i]), q[0], q[1], q[2], q[3], q[4], q[5], low, lengths[i])
@@ -563,7 +713,7 @@ def empty_sequence() -> EliasFano:
 
 
 class ShardedLevel:
-    """One level's key sequences, posting classes and frequent bits, one of each per shard.
+    """One level's key sequences, posting classes and flag files, one of each per shard.
 
     A compiled loop cannot take a Python list of arrays (numba's typed list costs over a
     second to set up in every process), so each kind of array is passed as a table of
@@ -572,9 +722,9 @@ class ShardedLevel:
     given: a repeated key's second search reads lines already in cache, which costs less
     than the sort that would find the repeats.
 
-    ``postings[s]`` is shard ``s``'s posting classes: the rare rows' sequence, then a
-    ``(rows, postings)`` pair per class of frequent rows, whose lowest df is in
-    ``class_floors`` (module docstring).
+    ``postings[s]`` is shard ``s``'s posting classes (``PostingClasses``), ``frequent[s]``
+    its flag file (``flag_words``: df >= 2, with the rank directory); the lowest df of each
+    class of frequent rows is in ``class_floors`` (module docstring).
     """
 
     def __init__(
@@ -583,8 +733,8 @@ class ShardedLevel:
     ) -> None:
         if len(keys) != 1 << shard_bits or len(postings) != len(keys) or len(frequent) != len(keys):
             raise ValueError(f"{len(keys)} key, {len(postings)} posting and {len(frequent)} flag shards for {1 << shard_bits} shards")
-        if any(len(bits) != (len(k) + 63) // 64 for k, bits in zip(keys, frequent)):
-            raise ValueError("a shard's frequent bits do not have one bit per key")
+        if any(len(flags) != flag_words_length(len(k)) for k, flags in zip(keys, frequent)):
+            raise ValueError("a shard's flag file does not have one bit per key and its rank directory")
         if any(len(classes.dense) != len(class_floors) for classes in postings):
             raise ValueError(f"a shard does not have the {len(class_floors)} posting classes of its level")
         self.shard_bits = shard_bits
@@ -595,7 +745,9 @@ class ShardedLevel:
         self._key_table = self._address_table([k.words for k in keys])
         self._frequent_table = self._address_table(frequent)
         self._key_params = np.array([k.params for k in keys], dtype=np.int64)
-        # Per class (0: the rare rows), per shard; class 0 has no member rows (an empty placeholder).
+        self._single_table = self._address_table([classes.singles.words for classes in postings])
+        self._single_widths = np.array([classes.singles.layout.width for classes in postings], dtype=np.int64)
+        # Per class (0: the rows of df 2..15), per shard; class 0 has no member rows (an empty placeholder).
         members = [[empty_sequence()] * len(keys), *([classes.dense[c][0] for classes in postings] for c in range(len(class_floors)))]
         sequences = [[classes.rare for classes in postings], *([classes.dense[c][1] for classes in postings] for c in range(len(class_floors)))]
         self._posting_table = np.stack([self._address_table([p.words for p in part]) for part in sequences])
@@ -613,7 +765,8 @@ class ShardedLevel:
     def documents(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The posting lists of ``rows`` (valid level-wide rows): lengths, and documents concatenated."""
         return _rows_documents(
-            self._posting_table, self._posting_params, self._member_table, self._member_params, self.row_base, self.width,
+            self._posting_table, self._posting_params, self._member_table, self._member_params, self._frequent_table,
+            self._key_params, self._single_table, self._single_widths, self.row_base, self.width,
             np.asarray(rows, dtype=np.int64),
         )
 
@@ -628,56 +781,101 @@ class ShardedLevel:
 
 @dataclass(frozen=True)
 class PostingClasses:
-    """One shard-level's postings: the rare rows' sequence and, per class of frequent rows,
-    its sorted row numbers and their postings (module docstring)."""
+    """One shard-level's postings (module docstring): the df 2..15 rows' sequence, the df-1
+    rows' documents and, per class of frequent rows, their ranks and postings."""
 
     rare: EliasFano
+    singles: PackedArray
     dense: tuple[tuple[EliasFano, EliasFano], ...] = ()
+
+    @classmethod
+    def from_parts(cls, parts: Sequence[Union[EliasFano, PackedArray]]) -> "PostingClasses":
+        """From the parts ``encode_posting_classes`` codes, in its order (``open_part`` each)."""
+        rare, *dense, singles = parts
+        if not isinstance(rare, EliasFano) or not isinstance(singles, PackedArray) or len(dense) % 2:
+            raise ValueError("posting parts are not a sequence, class pairs and the df-1 documents")
+        return cls(rare, singles, tuple(zip(dense[0::2], dense[1::2])))  # type: ignore[arg-type]  # checked by the ShardedLevel
+
+
+def open_part(layout: Union[Layout, Packed], words: np.ndarray) -> Union[EliasFano, PackedArray]:
+    """A coded part of a level file over its words."""
+    return EliasFano(layout, words) if isinstance(layout, Layout) else PackedArray(layout, words)
 
 
 @nb.njit(cache=True, nogil=True)
-def _class_values(df: np.ndarray, classes: np.ndarray, postings: np.ndarray, width: np.uint64, class_count: Int) -> tuple[np.ndarray, np.ndarray]:
+def _class_values(
+    df: np.ndarray, classes: np.ndarray, postings: np.ndarray, width: np.uint64, class_count: Int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each class's sequence values, concatenated class by class (and where each class's
-    begin): ``row * width + document`` for class 0, ``rank_in_class * width + document``
-    for the others, in one pass over the posting lists."""
+    begin), and the df-1 rows' documents (class -1), in one pass over the posting lists:
+    ``rank * width + document`` for class 0 (the rank among rows of df >= 2),
+    ``rank_in_class * width + document`` for the others."""
     starts = np.zeros(class_count + 1, dtype=np.int64)
+    singles = 0
     for row in range(len(df)):
-        starts[classes[row] + 1] += df[row]
+        if classes[row] < 0:
+            singles += 1
+        else:
+            starts[classes[row] + 1] += df[row]
     starts = np.cumsum(starts)
     filled = starts[:-1].copy()
     ranks = np.zeros(class_count, dtype=np.int64)
-    values = np.empty(len(postings), dtype=np.uint64)
+    values = np.empty(starts[-1], dtype=np.uint64)
+    documents = np.empty(singles, dtype=np.uint64)
     at = 0
+    single = 0
+    flagged = 0
     for row in range(len(df)):
         c = classes[row]
-        base = np.uint64(row if c == 0 else ranks[c]) * width
-        ranks[c] += 1
-        for j in range(df[row]):
-            values[filled[c] + j] = base + np.uint64(postings[at + j])
-        filled[c] += df[row]
+        if c < 0:
+            documents[single] = postings[at]
+            single += 1
+        else:
+            base = np.uint64(flagged if c == 0 else ranks[c]) * width
+            ranks[c] += 1
+            flagged += 1
+            for j in range(df[row]):
+                values[filled[c] + j] = base + np.uint64(postings[at + j])
+            filled[c] += df[row]
         at += df[row]
-    return values, starts
+    return values, starts, documents
 
 
 def encode_posting_classes(
     df: np.ndarray, postings: np.ndarray, width: int, class_floors: Sequence[int]
-) -> list[tuple[Layout, np.ndarray]]:
-    """Code one level's posting lists (concatenated in row order, ``df`` each) in classes by
-    df: the rare rows' sequence, then each class's rows and postings (``PostingClasses``)."""
+) -> list[tuple[Union[Layout, Packed], np.ndarray]]:
+    """Code one level's posting lists (concatenated in row order, ``df`` each, all >= 1) by
+    df: the df 2..15 rows' sequence, each class's ranks and postings, then the df-1 rows'
+    documents (``PostingClasses``, module docstring)."""
+    if list(class_floors) != sorted(class_floors) or min(class_floors, default=3) < 3:
+        raise ValueError(f"class floors must ascend from 3 up, got {class_floors}")
     df = np.asarray(df, dtype=np.int64)
-    rows = len(df)
-    classes = np.searchsorted(np.asarray(class_floors, dtype=np.int64), df, side="right")
-    values, starts = _class_values(df, classes, np.asarray(postings), np.uint64(width), len(class_floors) + 1)
-    parts = []
+    flagged = df >= 2
+    classes = np.where(flagged, np.searchsorted(np.asarray(class_floors, dtype=np.int64), df, side="right"), -1)
+    values, starts, singles = _class_values(df, classes, np.asarray(postings), np.uint64(width), len(class_floors) + 1)
+    rank = np.cumsum(flagged) - 1  # each flagged row's rank among the flagged rows
+    count = int(np.count_nonzero(flagged))
+    parts: list[tuple[Union[Layout, Packed], np.ndarray]] = []
     for c in range(len(class_floors) + 1):
         own = values[starts[c] : starts[c + 1]]
         if c == 0:
-            parts.append(encode(own, max(1, rows * width)))
+            parts.append(encode(own, max(1, count * width)))
             continue
-        members = np.flatnonzero(classes == c)
-        parts.append(encode(members.astype(np.uint64), max(1, rows), KEY_SAMPLE_SHIFT))
+        members = rank[classes == c]
+        parts.append(encode(members.astype(np.uint64), max(1, count), KEY_SAMPLE_SHIFT))
         parts.append(encode(own, max(1, len(members) * width)))
+    layout = Packed.for_documents(len(singles), width)
+    words = np.zeros(layout.words, dtype=np.uint64)
+    pack_into(words, 0, singles, layout.width)
+    parts.append((layout, words))
     return parts
+
+
+def encode_rows(df: np.ndarray, postings: np.ndarray, width: int) -> tuple[Layout, np.ndarray]:
+    """Code posting lists (concatenated in row order, ``df`` each) as one sequence ``row * width + document``
+    (a delta's, which answers through ``EliasFano.row_bounds``)."""
+    rows = np.repeat(np.arange(len(df), dtype=np.uint64), np.asarray(df, dtype=np.int64))
+    return encode(rows * np.uint64(width) + np.asarray(postings, dtype=np.uint64), max(1, len(df) * width))
 
 
 # --- fixed-width packing (the forward store) --------------------------------------------

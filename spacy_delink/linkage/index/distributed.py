@@ -94,5 +94,8 @@ class _Result:
     def __init__(self, runner: DaskRunner, function: Callable[..., Any], future: Any) -> None:
         self._runner, self._function, self._future = runner, function, future
 
+    def done(self) -> bool:
+        return bool(self._future.done())
+
     def result(self) -> Any:
         return self._runner._gather(self._function, self._future)

@@ -1,4 +1,4 @@
-"""The on-disk layout of an index (format 3), shared by the builder, the commit and the reader.
+"""The on-disk layout of an index (format 5), shared by the builder, the commit and the reader.
 
 An index is a directory of raw little-endian arrays plus ``manifest.json``::
 
@@ -6,22 +6,26 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
     shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
                                      Elias–Fano coded keys, then postings in classes by df
-                                     (``codec.py``, ``POSTING_CLASSES``)
-    shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2
+                                     (``codec.py``, ``POSTING_CLASSES``), then the df-1
+                                     n-grams' documents, packed
+    shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2, then
+                                     a rank directory over those bits (``codec.flag_words``)
     forward.rows, forward.offsets    only in an updatable index: each document's tokens as
                                      level-1 rows (``forward.py``)
     delta-<d>/                       only after ``delink index --update``: one delta each
                                      (``update.py``): doc_ids.digests, forward.*, and per
                                      level ``level-<n>.ef`` (keys, postings, additions)
 
-An index with deltas is format 4 (a format-3 reader must not answer from its base
-alone); ``delink compact`` merges them and writes format 3 again. Both are read.
+An index with deltas is format 6 (a format-5 reader must not answer from its base
+alone); ``delink compact`` merges them and writes format 5 again. Both are read; formats
+3 and 4 (before the df-1 n-grams' documents were coded apart) are refused with a request
+to rebuild.
 
 The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shard_of``),
 so a lookup goes to one shard. Each shard-level file is Elias–Fano sequences — the
-sorted keys, the (row, document) postings of the rows with df below the first class
-floor, and for each class of more frequent rows its row numbers and postings — whose
-layouts the manifest records (``CODED_PARTS``).
+sorted keys, the (rank, document) postings of the rows with df 2 up to the first class
+floor, and for each class of more frequent rows their ranks and postings — then the
+packed documents of the df-1 rows, whose layouts the manifest records (``CODED_PARTS``).
 
 Kept apart, beside the directory (never inside it, so the directory can be shared alone):
 ``<index>.key`` (the secret, ``keys.py``) and, unless the index was built with external
@@ -45,26 +49,30 @@ from typing import Any
 import numpy as np
 
 from ...errors import IndexFormatError
+from .codec import flag_words
 from .hashing import mac_matches, manifest_mac
 
 FORMAT_NAME = "spacy-delink-index"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 6
 #: The format of an index without deltas: what every build and compaction writes.
-BASE_FORMAT_VERSION = 3
+BASE_FORMAT_VERSION = 5
 MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
 FORWARD_ROWS = "forward.rows"
 FORWARD_OFFSETS = "forward.offsets"
 #: The lowest df of each class of frequent rows whose postings a shard-level file codes
-#: apart (``codec.PostingClasses``): a few classes a factor 16 apart take the postings of
-#: the full scale corpus from 3.6 to 3.0 bytes per token.
-POSTING_CLASSES = (16, 256, 4096)
-#: The Elias-Fano sequences of a shard-level file, in file order.
-CODED_PARTS = ("keys", "postings", *(f"{kind}-{floor}" for floor in POSTING_CLASSES for kind in ("rows", "postings")))
+#: apart (``codec.PostingClasses``): a few classes a factor 4 apart take the postings of
+#: the full scale corpus from 3.6 to 3.0 bytes per token (a factor 16: 2 MB more).
+POSTING_CLASSES = (16, 64, 256, 1024, 4096)
+#: The coded parts of a shard-level file, in file order: Elias-Fano sequences, then the
+#: df-1 rows' documents packed (``PACKED_PARTS``).
+CODED_PARTS = ("keys", "postings", *(f"{kind}-{floor}" for floor in POSTING_CLASSES for kind in ("rows", "postings")), "singles")
+PACKED_PARTS = ("singles",)
 #: ... and of a delta's level file.
 DELTA_PARTS = ("keys", "postings", "additions")
 _DELTA_FIELDS = ("first_document", "documents", "tokens", "forward_bits")
 LAYOUT_FIELDS = ("count", "low_bits", "buckets", "sample_shift")
+PACKED_FIELDS = ("count", "width")
 #: The only reduction readers implement (builder.py, step 3).
 REDUCTION = "prefix-suffix-df1"
 #: Id modes: ``keyed`` writes the id mapping beside the index, ``external`` writes none.
@@ -108,9 +116,14 @@ def frequent_file(shard: int, level: int) -> str:
 
 
 def frequent_words(df: np.ndarray) -> np.ndarray:
-    """The ``frequent_file`` words for rows with these dfs: bit ``r % 64`` of word ``r // 64``."""
-    bits = np.packbits(np.asarray(df) >= 2, bitorder="little")
-    return np.concatenate([bits, np.zeros(-len(bits) % 8, dtype=np.uint8)]).view("<u8")
+    """The ``frequent_file`` words for rows with these dfs: bit ``r % 64`` of word ``r // 64``,
+    then the bits' rank directory (``codec.flag_words``)."""
+    return flag_words(np.asarray(df) >= 2)
+
+
+def part_fields(part: str) -> tuple[str, ...]:
+    """The manifest fields of one coded part's layout."""
+    return PACKED_FIELDS if part in PACKED_PARTS else LAYOUT_FIELDS
 
 
 def array_names(max_n: int, shard_bits: int) -> list[str]:
@@ -201,8 +214,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
         )
     if version < BASE_FORMAT_VERSION:
         raise IndexFormatError(
-            f"{path} uses index format {version} of an older spacy-delink (format 3 adds compressed, sharded levels); "
-            "rebuild it with `delink index ... --overwrite`"
+            f"{path} uses index format {version} of an older spacy-delink (format {BASE_FORMAT_VERSION} codes "
+            "the postings anew); rebuild it with `delink index ... --overwrite`"
         )
     for name, kind in _FIELDS.items():
         if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):
@@ -223,7 +236,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
         for part in coded_parts(name):
             layout = spec.get(part)
             if not isinstance(layout, dict) or not all(
-                isinstance(layout.get(f), int) and not isinstance(layout.get(f), bool) and layout[f] >= 0 for f in LAYOUT_FIELDS
+                isinstance(layout.get(f), int) and not isinstance(layout.get(f), bool) and layout[f] >= 0 for f in part_fields(part)
             ):
                 raise IndexFormatError(f"index {path}: manifest entry {name} lacks its {part} layout; rebuild it with `delink index`")
     return manifest
@@ -238,7 +251,7 @@ def _nonce(value: Any) -> bool:
 
 
 def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) -> None:
-    """The shape of the forward store's and the deltas' fields (format 4 iff there are deltas)."""
+    """The shape of the forward store's and the deltas' fields (``FORMAT_VERSION`` iff there are deltas)."""
     rebuild = "rebuild the index with `delink index`"
     forward = manifest.get("forward")
     if forward is not None and not (

@@ -23,12 +23,13 @@ import hashlib
 import hmac
 import json
 import threading
+from functools import cached_property
 
 import numpy as np
 
 from ...errors import InputError
 from ..tokenize import Tokenizer, Tokens
-from .kernels import Vocabulary, extend
+from .kernels import Vocabulary, ascii_digests, blake2b_keyed_state, extend
 from .keys import KEY_BYTES
 
 __all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac", "sidecar_mac_key"]
@@ -91,6 +92,7 @@ class TokenHasher:
         self.tokenizer = tokenizer
         #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
         self._keyed = hashlib.blake2b(digest_size=8, key=secret)
+        self._secret = secret
         self.vocabulary = Vocabulary(fold_ascii=tokenizer.rules.casefold, limit=cache_limit)
         self._lock = threading.Lock()
 
@@ -101,17 +103,35 @@ class TokenHasher:
         return int.from_bytes(state.digest(), "little")
 
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
-        """uint64 keyed digests of each token's search form."""
+        """uint64 keyed digests of each token's search form.
+
+        Threads sharing the hasher take turns on its vocabulary, so only the table probes
+        and the new tokens' digests are done under the lock; the table keys are not.
+        """
+        vocabulary = self.vocabulary
+        keys = vocabulary.keys(tokens.codes, tokens.starts, tokens.ends)
         with self._lock:
-            vocabulary = self.vocabulary
-            ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends)
+            ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends, keys)
             if len(new):
-                text, search_form, digest = tokens.text, self.tokenizer.search_form, self.digest
-                spans = zip(tokens.starts[new].tolist(), tokens.ends[new].tolist())
-                vocabulary.digests[ids[new]] = np.fromiter(
-                    (digest(search_form(text[s:e])) for s, e in spans), dtype=np.uint64, count=len(new)
-                )
+                vocabulary.digests[ids[new]] = self._new_digests(tokens, new)
             return vocabulary.digests[ids]
+
+    @cached_property
+    def _keyed_words(self) -> np.ndarray:
+        """The keyed state for ``kernels.ascii_digests`` (made on first use: a compiled call, which
+        a build makes in its worker threads, not while it sets up)."""
+        return blake2b_keyed_state(np.frombuffer(self._secret, dtype=np.uint8))
+
+    def _new_digests(self, tokens: Tokens, new: np.ndarray) -> np.ndarray:
+        """The digests of the tokens ``new`` (under the lock): compiled for ASCII tokens (most of them), else ``digest``."""
+        starts, ends = tokens.starts[new], tokens.ends[new]
+        digests, plain = ascii_digests(tokens.codes, starts, ends, self.tokenizer.rules.casefold, self._keyed_words)
+        others = np.flatnonzero(~plain)
+        if len(others):
+            text, search_form, digest = tokens.text, self.tokenizer.search_form, self.digest
+            spans = zip(starts[others].tolist(), ends[others].tolist())
+            digests[others] = np.fromiter((digest(search_form(text[s:e])) for s, e in spans), dtype=np.uint64, count=len(others))
+        return digests
 
 
 class ForwardCipher:

@@ -8,7 +8,10 @@ tokenizer's own pass over the characters lives in ``tokenize.py``.
 
 * ``Vocabulary``: a hash table from a token's code points (ASCII-lowercased when the
   rules casefold) to a dense id, so that the keyed digest of each distinct token is
-  computed once in Python and every other occurrence is an array gather.
+  computed once and every other occurrence is an array gather.
+* ``ascii_digests``: the keyed BLAKE2b digest of each new ASCII token's search form
+  (its characters, lowercased when the rules casefold): ~0.3 µs a token without the GIL,
+  where Python's search form and ``hashlib`` took ~3 µs; other tokens are digested in Python.
 * ``extend``: the n-gram key chaining step (an n-gram key from its prefix key and last token);
   ``extend_positions``: a level's surviving positions and their keys (the reduction and
   the chaining in one pass, where numpy needed six passes with temporaries).
@@ -17,12 +20,12 @@ tokenizer's own pass over the characters lives in ``tokenize.py``.
   (numpy needed a mask, two compressions and a scatter per shard, holding the GIL);
 * ``group``: the distinct keys, document frequencies and posting lists of one sorted
   batch of (key, document) pairs, and each pair's df, in one pass (on several threads
-  when asked: the loops release the GIL).
+  when asked: the loops release the GIL), taking the partitions' pairs as they are.
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Union
+from typing import Any, Callable, Sequence, Union
 
 import numba as nb
 import numpy as np
@@ -73,12 +76,26 @@ _PREFETCH_TOKENS = 16
 
 
 @nb.njit(cache=True, nogil=True)
+def _token_keys(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, fold: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's table key (``_token_key``) and kind (1: self-keyed, 2: folded)."""
+    count = len(starts)
+    token_keys = np.empty(count, dtype=np.uint64)
+    kinds = np.empty(count, dtype=np.uint8)
+    for t in range(count):
+        key, self_keyed, folded = _token_key(codes, starts[t], ends[t], fold)
+        token_keys[t] = key
+        kinds[t] = np.uint8(self_keyed) | (np.uint8(folded) << np.uint8(1))
+    return token_keys, kinds
+
+
+@nb.njit(cache=True, nogil=True)
 def _assign(
     codes: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
+    token_keys: np.ndarray,
+    kinds: np.ndarray,
     begin: Int,
-    fold: bool,
     table: np.ndarray,
     entry_start: np.ndarray,
     pool: np.ndarray,
@@ -97,20 +114,15 @@ def _assign(
     table would pass half full, an array would overflow or ``limit`` entries are reached;
     returns (next token, entries, pool use, new entries so far) so the caller can resume.
 
-    The keys are computed first, so that the slot of the token ``_PREFETCH_TOKENS`` ahead
-    is fetched (``table_address``: the table's) while this one is probed: a large
-    vocabulary's table is far bigger than the caches, and its misses dominated the pass.
+    The keys (``_token_keys``) come computed, so that the slot of the token
+    ``_PREFETCH_TOKENS`` ahead is fetched (``table_address``: the table's) while this one
+    is probed: a large vocabulary's table is far bigger than the caches, and its misses
+    dominated the pass.
     """
     slots = len(table) // 2
     mask = np.uint64(slots - 1)
     room = slots // 2
     count = len(starts)
-    token_keys = np.empty(count, dtype=np.uint64)
-    kinds = np.empty(count, dtype=np.uint8)
-    for t in range(begin, count):
-        key, self_keyed, folded = _token_key(codes, starts[t], ends[t], fold)
-        token_keys[t] = key
-        kinds[t] = np.uint8(self_keyed) | (np.uint8(folded) << np.uint8(1))
     for t in range(begin, count):
         ahead = t + _PREFETCH_TOKENS
         if ahead < count:
@@ -215,13 +227,22 @@ class Vocabulary:
             grown[: self.pool_used] = self.pool[: self.pool_used]
             self.pool = grown
 
-    def assign(self, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def keys(self, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens' table keys and kinds for ``assign``: they read no table, so a caller
+        that shares the vocabulary between threads computes them outside its lock."""
+        return _token_keys(codes, starts, ends, self.fold_ascii)
+
+    def assign(
+        self, codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Each token's id, and the tokens that introduced new ids (token ``new[j]`` got id
         ``ids[new[j]]``, ascending). The caller fills ``digests`` for the new ids.
+        ``keys``: ``self.keys(codes, starts, ends)``, if already computed.
 
         When the table reaches ``limit`` it is cleared and the batch starts over, once; a
         batch with more distinct tokens than ``limit`` then grows the table past it.
         """
+        token_keys, kinds = keys if keys is not None else self.keys(codes, starts, ends)
         ids = np.empty(len(starts), dtype=np.int64)
         first_token = np.empty(len(starts), dtype=np.int64)
         position: Int = 0
@@ -229,7 +250,7 @@ class Vocabulary:
         limit = self.limit
         while True:
             position, self.entries, self.pool_used, new = _assign(
-                codes, starts, ends, position, self.fold_ascii, self.table, self.entry_start, self.pool,
+                codes, starts, ends, token_keys, kinds, position, self.table, self.entry_start, self.pool,
                 self.entries, self.pool_used, ids, first_token, new, limit, self.table.ctypes.data,
             )
             if position == len(starts):
@@ -240,6 +261,138 @@ class Vocabulary:
                 limit = 2**62
                 continue
             self._grow(int(ends[position] - starts[position]))
+
+
+#: BLAKE2b (RFC 7693): the initial vector and the message word schedule of each round.
+_BLAKE_IV = np.array(
+    [0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
+     0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179],
+    dtype=np.uint64,
+)
+_BLAKE_SIGMA = np.array(
+    [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+     [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
+     [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4],
+     [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
+     [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13],
+     [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9],
+     [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11],
+     [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
+     [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
+     [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0]],
+    dtype=np.int64,
+)
+#: Bytes per BLAKE2b block.
+_BLAKE_BLOCK = 128
+
+
+@nb.njit(cache=True, nogil=True)
+def _rotate_right(x: np.uint64, bits: Int) -> np.uint64:
+    return (x >> np.uint64(bits)) | (x << np.uint64(64 - bits))
+
+
+@nb.njit(cache=True, nogil=True)
+def _blake_mix(
+    a: np.uint64, b: np.uint64, c: np.uint64, d: np.uint64, x: np.uint64, y: np.uint64
+) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    """BLAKE2b's G function on four state words (scalars, so that the state stays in registers)."""
+    a = a + b + x
+    d = _rotate_right(d ^ a, 32)
+    c = c + d
+    b = _rotate_right(b ^ c, 24)
+    a = a + b + y
+    d = _rotate_right(d ^ a, 16)
+    c = c + d
+    b = _rotate_right(b ^ c, 63)
+    return a, b, c, d
+
+
+@nb.njit(cache=True, nogil=True)
+def _blake_compress(h: np.ndarray, m: np.ndarray, counter: Int, last: bool) -> None:
+    """BLAKE2b's compression of the 16-word block ``m`` into the state ``h``."""
+    v0, v1, v2, v3, v4, v5, v6, v7 = h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]
+    v8, v9, v10, v11 = _BLAKE_IV[0], _BLAKE_IV[1], _BLAKE_IV[2], _BLAKE_IV[3]
+    v12 = _BLAKE_IV[4] ^ np.uint64(counter)
+    v13 = _BLAKE_IV[5]
+    v14 = ~_BLAKE_IV[6] if last else _BLAKE_IV[6]
+    v15 = _BLAKE_IV[7]
+    for r in range(12):
+        s = _BLAKE_SIGMA[r % 10]
+        v0, v4, v8, v12 = _blake_mix(v0, v4, v8, v12, m[s[0]], m[s[1]])
+        v1, v5, v9, v13 = _blake_mix(v1, v5, v9, v13, m[s[2]], m[s[3]])
+        v2, v6, v10, v14 = _blake_mix(v2, v6, v10, v14, m[s[4]], m[s[5]])
+        v3, v7, v11, v15 = _blake_mix(v3, v7, v11, v15, m[s[6]], m[s[7]])
+        v0, v5, v10, v15 = _blake_mix(v0, v5, v10, v15, m[s[8]], m[s[9]])
+        v1, v6, v11, v12 = _blake_mix(v1, v6, v11, v12, m[s[10]], m[s[11]])
+        v2, v7, v8, v13 = _blake_mix(v2, v7, v8, v13, m[s[12]], m[s[13]])
+        v3, v4, v9, v14 = _blake_mix(v3, v4, v9, v14, m[s[14]], m[s[15]])
+    h[0] ^= v0 ^ v8
+    h[1] ^= v1 ^ v9
+    h[2] ^= v2 ^ v10
+    h[3] ^= v3 ^ v11
+    h[4] ^= v4 ^ v12
+    h[5] ^= v5 ^ v13
+    h[6] ^= v6 ^ v14
+    h[7] ^= v7 ^ v15
+
+
+@nb.njit(cache=True, nogil=True)
+def blake2b_keyed_state(key: np.ndarray) -> np.ndarray:
+    """The state of an 8-byte BLAKE2b keyed with ``key`` (bytes, 1–64) once the key block is in:
+    what ``hashlib.blake2b(digest_size=8, key=key)`` holds before any data."""
+    h = _BLAKE_IV.copy()
+    h[0] ^= np.uint64(0x01010008 | (len(key) << 8))
+    block = np.zeros(16, dtype=np.uint64)
+    for i in range(len(key)):
+        block[i // 8] |= np.uint64(key[i]) << np.uint64(8 * (i % 8))
+    _blake_compress(h, block, _BLAKE_BLOCK, False)
+    return h
+
+
+@nb.njit(cache=True, nogil=True)
+def ascii_digests(
+    codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, fold: bool, keyed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each ASCII token's keyed digest (``keyed``: ``blake2b_keyed_state``), and which tokens are ASCII.
+
+    An ASCII token's search form is its characters, lowercased when ``fold`` (NFKC and
+    casefolding change nothing else in ASCII), and its digest is the first 8 bytes of the
+    keyed BLAKE2b of them, little-endian: what ``TokenHasher.digest`` computes in Python.
+    Other tokens get 0 and are left to Python.
+    """
+    count = len(starts)
+    digests = np.zeros(count, dtype=np.uint64)
+    is_ascii = np.zeros(count, dtype=np.bool_)
+    h = np.empty(8, dtype=np.uint64)
+    block = np.empty(16, dtype=np.uint64)
+    for t in range(count):
+        start, end = starts[t], ends[t]
+        plain = True
+        for i in range(start, end):
+            if codes[i] >= 128:
+                plain = False
+                break
+        if not plain:
+            continue
+        is_ascii[t] = True
+        h[:] = keyed
+        length = end - start
+        offset = 0
+        while True:
+            block[:] = 0
+            stop = min(offset + _BLAKE_BLOCK, length)
+            for i in range(offset, stop):
+                code = np.uint64(codes[start + i])
+                if fold and 65 <= code <= 90:
+                    code += np.uint64(32)
+                block[(i - offset) // 8] |= code << np.uint64(8 * ((i - offset) % 8))
+            last = stop == length
+            _blake_compress(h, block, _BLAKE_BLOCK + stop, last)
+            if last:
+                break
+            offset = stop
+        digests[t] = h[0]
+    return digests, is_ascii
 
 
 _MUL1 = np.uint64(0x9E3779B97F4A7C15)
@@ -286,7 +439,7 @@ def extend_positions(
             positions[kept] = position
             keys[kept] = mix(previous_keys[i], tok[position + level - 1])
             kept += 1
-    return positions[:kept].copy(), keys[:kept].copy()
+    return positions[:kept], keys[:kept]  # views: the pages past ``kept`` are never touched
 
 
 @nb.njit(cache=True, nogil=True)
@@ -424,7 +577,8 @@ def _group_bucket(
     Equal top bits with different keys (a few per million distinct keys) are put in full
     key order by insertion sort, index order kept; then each key's documents, already
     ascending, are deduplicated into its posting list, and every pair gets its key's df
-    (``pair_df``: the bucket's, in the bucket's order).
+    (``pair_df``: the bucket's, in the bucket's order; it may be ``docs`` itself, as each
+    pair's document is read before its df is written).
     """
     count = len(packed)
     top = ~_INDEX_MASK
@@ -512,14 +666,27 @@ def _on_threads(function: Callable[..., Any], calls: list[tuple[Any, ...]]) -> l
         return [function(*calls[0])] + [future.result() for future in others]
 
 
+def _chunks(firsts: list[int], threads: int) -> list[list[tuple[int, int, int]]]:
+    """The pairs of the parts starting at ``firsts`` (the last entry: the end) cut into ``threads``
+    runs of about equal size, each a list of (part, start, stop) pieces in input order."""
+    cuts = [firsts[-1] * t // threads for t in range(threads + 1)]
+    return [
+        [(part, max(low, first) - first, min(high, end) - first)
+         for part, (first, end) in enumerate(zip(firsts, firsts[1:])) if max(low, first) < min(high, end)]
+        for low, high in zip(cuts, cuts[1:])
+    ]
+
+
 def group(
-    keys: np.ndarray, docs: np.ndarray, key_bits: int = 64, threads: int = 1
+    parts_keys: Sequence[np.ndarray], parts_docs: Sequence[np.ndarray], key_bits: int = 64, threads: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Distinct keys (ascending), their df, their posting lists (concatenated), each pair's df.
 
-    ``docs`` must be non-decreasing in input order (pairs come in document order), so a
-    stable key order leaves each posting list sorted with duplicates adjacent. All keys
-    must agree above their low ``key_bits`` bits (a shard's keys share their top bits).
+    The pairs come in parts (a shard's pairs from each partition), taken in order as one
+    sequence without copying them together. Documents must be non-decreasing in input
+    order (pairs come in document order), so a stable key order leaves each posting list
+    sorted with duplicates adjacent. All keys must agree above their low ``key_bits`` bits
+    (a shard's keys share their top bits).
     The pairs are first scattered by their top bits into buckets that fit the cache; each
     bucket's (top 40 key bits | 24-bit index) words are radix sorted (``_sorted_packed``)
     and grouped in one compiled pass, a run of buckets per call (``_group_buckets``).
@@ -530,44 +697,60 @@ def group(
     in every bucket, so it stays stable), the grouping by runs of buckets. The result does
     not depend on it.
     """
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    docs = np.ascontiguousarray(docs, dtype=np.uint32)
-    count = len(keys)
+    keys = [np.ascontiguousarray(part, dtype=np.uint64) for part in parts_keys]
+    docs = [np.ascontiguousarray(part, dtype=np.uint32) for part in parts_docs]
+    firsts = np.cumsum([0, *(len(part) for part in keys)]).tolist()
+    count = firsts[-1]
     if count >= 1 << 32:
         raise ValueError(f"{count:,} pairs in one group call; use more shards")
     bucket_bits = 0
     while (count >> bucket_bits) > _BUCKET_PAIRS and bucket_bits < min(20, key_bits):
         bucket_bits += 1
     shift = key_bits - bucket_bits
-    threads = max(1, min(threads, count >> 16))
-    chunks = [count * t // threads for t in range(threads + 1)]
-    per_chunk = np.array(_on_threads(_bucket_counts, [(keys[a:b], shift, 1 << bucket_bits) for a, b in zip(chunks, chunks[1:])]))
-    bounds = np.zeros((1 << bucket_bits) + 1, dtype=np.int64)
+    buckets = 1 << bucket_bits
+    chunks = _chunks(firsts, max(1, min(threads, count >> 16)))
+
+    def counts(chunk: list[tuple[int, int, int]]) -> np.ndarray:
+        return sum((_bucket_counts(keys[p][a:b], shift, buckets) for p, a, b in chunk), np.zeros(buckets, dtype=np.int64))
+
+    per_chunk = np.array(_on_threads(counts, [(chunk,) for chunk in chunks]))
+    bounds = np.zeros(buckets + 1, dtype=np.int64)
     np.cumsum(per_chunk.sum(axis=0), out=bounds[1:])
     largest = int(np.diff(bounds).max())
     if largest >= 1 << _INDEX_BITS:
         raise ValueError(f"{largest:,} pairs in one key range; the keys are not uniform hashes")
     cursors = bounds[:-1] + np.cumsum(per_chunk, axis=0) - per_chunk
-    spans = list(zip(chunks, chunks[1:]))
     bucket_keys = np.empty(count, dtype=np.uint64)
     bucket_docs = np.empty(count, dtype=np.uint32)
-    _on_threads(_scatter, [(keys[a:b], docs[a:b], shift, cursors[t].copy(), bucket_keys, bucket_docs) for t, (a, b) in enumerate(spans)])
+
+    def scatter(chunk: list[tuple[int, int, int]], cursor: np.ndarray) -> None:
+        for p, a, b in chunk:  # each call moves the cursor past its pairs
+            _scatter(keys[p][a:b], docs[p][a:b], shift, cursor, bucket_keys, bucket_docs)
+
+    _on_threads(scatter, [(chunk, cursors[t].copy()) for t, chunk in enumerate(chunks)])
+    # Outputs are sized for the worst case but only what is written is ever touched, so
+    # they are returned as views; and the pairs' dfs reuse the scattered pairs' memory
+    # (a fresh page costs a fault and its zeroing): each bucket's dfs overwrite its documents
+    # (``_group_bucket`` reads a pair's document before it writes its df), and the dfs in
+    # input order go where the bucketed keys were.
     unique = np.empty(count, dtype=np.uint64)
     df = np.empty(count, dtype=np.uint32)
     postings = np.empty(count, dtype=np.uint32)
-    bucket_df = np.empty(count, dtype=np.uint32)
-
-    cuts = np.searchsorted(bounds, [count * t // threads for t in range(threads + 1)]).tolist()
-    cuts[0], cuts[-1] = 0, 1 << bucket_bits
+    cuts = np.searchsorted(bounds, [count * t // len(chunks) for t in range(len(chunks) + 1)]).tolist()
+    cuts[0], cuts[-1] = 0, buckets
     runs = _on_threads(
-        _group_buckets, [(bucket_keys, bucket_docs, bounds, first, stop, unique, df, postings, bucket_df) for first, stop in zip(cuts, cuts[1:])]
+        _group_buckets, [(bucket_keys, bucket_docs, bounds, first, stop, unique, df, postings, bucket_docs) for first, stop in zip(cuts, cuts[1:])]
     )
-    del bucket_keys, bucket_docs
-    pair_df = np.empty(count, dtype=np.uint32)
-    _on_threads(_gather, [(keys[a:b], shift, cursors[t].copy(), bucket_df, pair_df[a:b]) for t, (a, b) in enumerate(spans)])
+    pair_df = bucket_keys.view(np.uint32)[:count]
+
+    def gather(chunk: list[tuple[int, int, int]], cursor: np.ndarray) -> None:
+        for p, a, b in chunk:
+            _gather(keys[p][a:b], shift, cursor, bucket_docs, pair_df[firsts[p] + a : firsts[p] + b])
+
+    _on_threads(gather, [(chunk, cursors[t].copy()) for t, chunk in enumerate(chunks)])
     if len(runs) == 1:
         offset, groups, written = runs[0]
-        return unique[:groups].copy(), df[:groups].copy(), postings[:written].copy(), pair_df
+        return unique[:groups], df[:groups], postings[:written], pair_df
     return (
         np.concatenate([unique[offset:groups] for offset, groups, _ in runs]),
         np.concatenate([df[offset:groups] for offset, groups, _ in runs]),

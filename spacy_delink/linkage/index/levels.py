@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import codec
-from .format import LAYOUT_FIELDS
+from .format import PACKED_PARTS, part_fields
 
 
 class Level:
@@ -170,11 +170,24 @@ class UpdatedLevel:
         return np.concatenate([self.base.keys_by_row(), *(delta.keys.decode_all() for delta in self.deltas)])
 
 
-def coded_from_words(words: np.ndarray, spec: dict[str, Any], parts: Sequence[str]) -> list[codec.EliasFano]:
-    """The coded sequences of one level file (``parts``, in file order), from its words and manifest entry."""
-    layouts = [codec.Layout(**{f: spec[part][f] for f in LAYOUT_FIELDS}) for part in parts]
+def coded_from_words(
+    words: np.ndarray, spec: dict[str, Any], parts: Sequence[str]
+) -> list[codec.EliasFano | codec.PackedArray]:
+    """The coded parts of one level file (``parts``, in file order), from its words and manifest entry."""
+    layouts = [
+        (codec.Packed if part in PACKED_PARTS else codec.Layout)(**{f: spec[part][f] for f in part_fields(part)})
+        for part in parts
+    ]
     needed = sum(layout.words for layout in layouts)
     if needed != len(words):
         raise ValueError(f"{len(words)} words, the layouts need {needed}")
     bounds = np.cumsum([0, *(layout.words for layout in layouts)]).tolist()
-    return [codec.EliasFano(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
+    return [codec.open_part(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
+
+
+def sequences(coded: Sequence[codec.EliasFano | codec.PackedArray]) -> list[codec.EliasFano]:
+    """``coded`` where every part must be an Elias–Fano sequence; ValueError when a manifest says otherwise."""
+    checked = [part for part in coded if isinstance(part, codec.EliasFano)]
+    if len(checked) != len(coded):
+        raise ValueError("a part that must be an Elias–Fano sequence is packed")
+    return checked

@@ -36,8 +36,8 @@ from .format import (
 from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
-from .codec import PostingClasses
-from .levels import DeltaLevel, Level, UpdatedLevel, coded_from_words
+from .codec import PostingClasses, flag_words_length
+from .levels import DeltaLevel, Level, UpdatedLevel, coded_from_words, sequences
 
 
 class LargeKWarning(UserWarning):
@@ -142,14 +142,18 @@ class CorpusIndex:
         for shard in range(1 << self.shard_bits):
             name = shard_file(shard, n)
             try:
-                key_part, rare, *dense = coded_from_words(arrays[name], specs[name], CODED_PARTS)
+                coded = coded_from_words(arrays[name], specs[name], CODED_PARTS)
+                key_part, = sequences(coded[:1])
+                posting_parts = coded[1:]
+                classes = PostingClasses.from_parts(posting_parts)
             except (ValueError, TypeError) as err:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             keys.append(key_part)
-            postings.append(PostingClasses(rare, tuple(zip(dense[0::2], dense[1::2]))))
-            if len(arrays[frequent_file(shard, n)]) != (len(key_part) + 63) // 64:
+            postings.append(classes)
+            if len(arrays[frequent_file(shard, n)]) != flag_words_length(len(key_part)):
                 raise IndexFormatError(
-                    f"index {self.path}: {frequent_file(shard, n)} does not have one bit per row of {name}; rebuild it with `delink index`"
+                    f"index {self.path}: {frequent_file(shard, n)} does not have one bit per row of {name} and their "
+                    "rank directory; rebuild it with `delink index`"
                 )
         frequent = [arrays[frequent_file(shard, n)] for shard in range(1 << self.shard_bits)]
         base = Level(keys, postings, frequent, self.shard_bits, self.base_documents, POSTING_CLASSES)
@@ -159,7 +163,7 @@ class CorpusIndex:
         for delta in self.deltas:
             name = delta_level_file(delta["name"], n)
             try:
-                parts = coded_from_words(arrays[name], specs[name], DELTA_PARTS)
+                parts = sequences(coded_from_words(arrays[name], specs[name], DELTA_PARTS))
             except (ValueError, TypeError) as err:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             row_base = deltas[-1].stop if deltas else len(base)

@@ -50,6 +50,7 @@ from ..tokenize import LinkageRules, Tokenizer
 from . import codec, kernels
 from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file
 from .hashing import TokenHasher
+from .keys import KEY_BYTES
 
 #: Default tokens per shard: a shard's level-1 pairs (~24 bytes each) stay near 400 MB.
 SHARD_TOKENS = 1 << 24
@@ -252,6 +253,21 @@ def extend_level(
     )
 
 
+def warm_kernels(rules: LinkageRules) -> None:
+    """Load the compiled kernels of tokenizing and counting from numba's cache, on a tiny corpus.
+
+    The first compiled call in a process costs ~0.5 s (numba sets itself up) and each
+    kernel's first call loads it; run as the build's first task, this happens while the
+    first partitions are read instead of in front of them. It calls the functions the
+    build calls, with the same array types, so it loads the very signatures the build uses.
+    """
+    tokenizer = Tokenizer(rules)
+    tok, counts, remaining = _encode(tokenizer, TokenHasher(tokenizer, bytes(KEY_BYTES), 1 << 10), ["warm up warm up"])
+    docs = np.repeat(np.arange(len(counts), dtype=np.uint32), counts)
+    positions, keys = extend_level(np.arange(len(tok), dtype=np.uint32), tok, np.ones(len(tok), dtype=bool), remaining, tok, 2)
+    kernels.group([keys], [docs[positions]])
+
+
 def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shard_bits: int) -> int:
     """Level ``level``'s surviving positions, keys and per-shard pairs of one partition.
 
@@ -280,7 +296,8 @@ def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shar
         positions, keys = extend_level(previous, previous_keys, frequent, store.get(f"{prefix}.rem", np.uint8), tok, level)
         store.put(f"{prefix}.n{level}.pos", positions)
         store.put(f"{prefix}.n{level}.keys", keys)
-        docs = doc[positions] + np.uint32(doc_base)
+        docs = doc[positions]
+        docs += np.uint32(doc_base)
     if shard_bits == 0:
         store.put(_pairs_name(partition, level, 0, "keys"), keys)
         store.put(_pairs_name(partition, level, 0, "docs"), docs)
@@ -307,7 +324,7 @@ class LevelFile:
 
     shard: int
     level: int
-    layouts: list[codec.Layout]
+    layouts: list[codec.Layout | codec.Packed]
     ngrams: int
     postings_count: int
     sha256: str
@@ -316,7 +333,7 @@ class LevelFile:
 
     def frequent_dict(self) -> dict[str, Any]:
         """The ``frequent_file``'s entry in the manifest's array table."""
-        words = (self.ngrams + 63) // 64
+        words = codec.flag_words_length(self.ngrams)
         return {"dtype": "<u8", "length": words, "bytes": 8 * words, "sha256": self.frequent_sha256}
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,9 +350,9 @@ class LevelFile:
 
 def code_rows(
     keys: np.ndarray, key_universe: int, df: np.ndarray, postings: np.ndarray, width: int, class_floors: Sequence[int]
-) -> list[tuple[codec.Layout, np.ndarray]]:
-    """Elias–Fano code a level's sorted distinct keys, then their posting lists in classes
-    by df (``codec.encode_posting_classes``; no classes: one ``row * width + document`` sequence)."""
+) -> list[tuple[codec.Layout | codec.Packed, np.ndarray]]:
+    """Elias–Fano code a level's sorted distinct keys, then their posting lists by df
+    (``codec.encode_posting_classes``: the df-1 rows' documents packed, the rest in classes)."""
     return [codec.encode(keys, key_universe, codec.KEY_SAMPLE_SHIFT), *codec.encode_posting_classes(df, postings, width, class_floors)]
 
 
@@ -353,15 +370,13 @@ def count_level(
     """
     parts_keys = [store.get(_pairs_name(p, level, shard, "keys"), np.uint64) for p in range(partitions)]
     parts_docs = [store.get(_pairs_name(p, level, shard, "docs"), np.uint32) for p in range(partitions)]
-    keys = np.concatenate(parts_keys) if partitions > 1 else parts_keys[0]
-    docs = np.concatenate(parts_docs) if partitions > 1 else parts_docs[0]
-    unique, df, postings, pair_df = kernels.group(keys, docs, key_bits=64 - shard_bits, threads=threads)
+    unique, df, postings, pair_df = kernels.group(parts_keys, parts_docs, key_bits=64 - shard_bits, threads=threads)
     if not last:
         flags = (pair_df >= 2).view(np.uint8)
         bounds = np.cumsum([0] + [len(k) for k in parts_keys]).tolist()
         for p in range(partitions):
             store.put(_flags_name(shard, level, p), flags[bounds[p] : bounds[p + 1]])
-    del keys, docs, parts_keys, parts_docs, pair_df
+    del parts_keys, parts_docs, pair_df
     store.put(kept_keys_name(shard, level), unique)
     store.put(_rows_name(shard, level, "df"), df)
     store.put(_rows_name(shard, level, "postings"), postings)
@@ -402,7 +417,7 @@ class Runner:
         return [future.result() for future in [self.submit(function, *args) for args in zip(*iterables)]]
 
     def submit(self, function: Callable[..., Any], *args: Any) -> Any:
-        """Start one task; the returned future's ``result()`` waits for it."""
+        """Start one task; the returned future's ``result()`` waits for it, ``done()`` says whether it has ended."""
         raise NotImplementedError
 
     def task_threads(self, tasks: int) -> int:

@@ -60,7 +60,7 @@ from .format import DOC_ID_DIGESTS, FORMAT_VERSION, MANIFEST, delta_folder, delt
 from .ids import IdMapping, ids_digest
 from .keys import KeyFile
 from .reader import CorpusIndex
-from .shards import WorkStore, code_rows, extend_level
+from .shards import WorkStore, extend_level
 
 #: Slots of the bitmap that finds R's occurrences of the df-1 n-grams (``around``).
 _FILTER_SIZE = 1 << 22
@@ -225,7 +225,7 @@ def count_delta(
         added_rows, added_df = np.unique((additions // np.uint64(width)).astype(np.int64), return_counts=True)
         new = ~known
         if new.any():
-            new_keys, new_df, new_postings, _ = kernels.group(keys[new], docs[new])
+            new_keys, new_df, new_postings, _ = kernels.group([keys[new]], [docs[new]])
         else:
             new_keys, new_df, new_postings = np.zeros(0, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
         total = unique_df.copy()
@@ -243,7 +243,8 @@ def count_delta(
 
 def _write_level(folder: Path, name: str, level: _DeltaLevel, width: int) -> dict[str, Any]:
     """One delta level file (keys, postings, additions); its entry in the array table."""
-    (key_layout, key_words), (posting_layout, posting_words) = code_rows(level.keys, 1 << 64, level.df, level.postings, width, ())
+    key_layout, key_words = codec.encode(level.keys, 1 << 64, codec.KEY_SAMPLE_SHIFT)
+    posting_layout, posting_words = codec.encode_rows(level.df, level.postings, width)
     addition_layout, addition_words = codec.encode(level.additions, max(1, level.earlier_rows * width))
     words = np.concatenate([key_words, posting_words, addition_words])
     return {
