@@ -32,6 +32,9 @@ def protect_command(
         None, "--set", metavar="SECTION.KEY=VALUE",
         help="Set a value of the --config, e.g. --set llm.model=llama3.1:8b (repeatable; a JSON value, else text).",
     ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Documents masked at once, same output for any number [default: one per CPU, or the config's; 1 on each Dask worker]."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
@@ -40,8 +43,11 @@ def protect_command(
     from ..rewrite.protect import RewriterSpec, load_rewriter, parse_settings, protect_file
 
     overrides = parse_settings(settings or [])
-    rewriter = load_rewriter(index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides)
-    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides)
+    rewriter = load_rewriter(
+        index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads
+    )
+    # The workers share the machine's CPUs already: one document at a time on each, unless asked.
+    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = protect_file(

@@ -28,6 +28,15 @@ from .extensions import SCORE_WEIGHTS, carry_over, record_anonymity
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
 FACTORY = "delink_rewriter"
+
+
+def resolve_threads(threads: int) -> int:
+    """The documents masked at once: ``threads``, or with 0 one per CPU this process may run on."""
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise InputError(f"threads must be an integer >= 0 (0 = one per CPU), got {threads!r}")
+    if threads:
+        return threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
 
@@ -55,10 +64,12 @@ class DelinkRewriter(IndexedComponent):
         keep_source: bool = False,
         scorer: Optional[ScoreFunction] = None,
         flagging: str = DEFAULT_STRATEGY,
+        threads: int = 0,
     ) -> None:
         super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
         self.keep_source = keep_source
         self.flagging = check_strategy(flagging)
+        self.threads = resolve_threads(threads)
         self._llm: Optional[LLMWrapper] = None
         validate_type_consistency(task, model)
         self.task = task
@@ -160,6 +171,7 @@ class DelinkRewriter(IndexedComponent):
             stats=self.stats,
             require_llm=self.require_llm,
             failures=self.failures,
+            threads=self.threads,
         )
         return loop.run(texts)
 
@@ -247,6 +259,7 @@ class DelinkRewriter(IndexedComponent):
         "keep_source": False,
         "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
         "flagging": DEFAULT_STRATEGY,
+        "threads": 0,
     },
 )
 def make_rewriter(
@@ -269,11 +282,13 @@ def make_rewriter(
     keep_source: bool,
     scorer: Optional[ScoreFunction],
     flagging: str,
+    threads: int,
 ) -> DelinkRewriter:
     """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
     return DelinkRewriter(
         nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
         cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
+        threads=threads,
     )
 
 

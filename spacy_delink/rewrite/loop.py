@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from spacy.vocab import Vocab
 from spacy_llm.pipeline.llm import LLMWrapper
@@ -96,25 +98,42 @@ class RewriteLoop:
     #: Detect again after a mask pass incrementally (``Detection.after_mask``); False detects
     #: from scratch after every pass (the same outputs, slower: the peer in bench_flagging.py).
     incremental: bool = True
+    #: Documents detected and masked at once. Each document's passes are its own, so the
+    #: outputs are the same for any number; the compiled searches and covers release the
+    #: GIL, so threads overlap them (docs/flagging.md). LLM requests go out together anyway.
+    threads: int = 1
 
     def run(self, texts: list[str]) -> list[RewriteResult]:
         """Protect a batch of texts; the LLM passes send all their requests together."""
-        results = []
-        for text in texts:
-            detection = self.detect(text)
-            results.append(RewriteResult(text, text, detection, detection.linkage_risk))
-        llm_passes = self.max_passes if self.llm is not None else 0
-        for pass_no in range(1, llm_passes + 1):
-            pending = [r for r in results if not r.protected]
-            if not pending:
-                break
-            self._ask(pending, pass_no)
+        # Longest first, so that no thread is left with a long document at the end of a batch.
+        longest_first = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        with self._documents_at_once(len(texts)) as each:
+            found = dict(zip(longest_first, each(self.detect, [texts[i] for i in longest_first])))
+            results = [RewriteResult(text, text, found[i], found[i].linkage_risk) for i, text in enumerate(texts)]
+            llm_passes = self.max_passes if self.llm is not None else 0
+            for pass_no in range(1, llm_passes + 1):
+                pending = [r for r in results if not r.protected]
+                if not pending:
+                    break
+                self._ask(pending, pass_no)
+            list(each(self._finish, [results[i] for i in longest_first]))  # list: raises the first error here
         for result in results:
-            self._mask_until_protected(result)
-            self._verify(result)
             self.stats["documents"] += 1
             self.stats["with_mask" if result.masked else "rewritten" if result.edits else "unchanged"] += 1
         return results
+
+    @contextmanager
+    def _documents_at_once(self, documents: int) -> Iterator[Callable[..., Iterator[Any]]]:
+        """``map`` over the documents, on ``threads`` threads when there is more than one of each."""
+        if self.threads <= 1 or documents <= 1:
+            yield map
+            return
+        with ThreadPoolExecutor(min(self.threads, documents), thread_name_prefix="delink-protect") as pool:
+            yield pool.map
+
+    def _finish(self, result: RewriteResult) -> None:
+        self._mask_until_protected(result)
+        self._verify(result)
 
     def _mask_until_protected(self, result: RewriteResult) -> None:
         """Mask what the flagging strategy chooses (``linkage.cover``), pass after pass.

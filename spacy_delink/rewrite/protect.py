@@ -82,10 +82,12 @@ def load_rewriter(
     require_llm: bool = False,
     flagging: Optional[str] = None,
     config_overrides: Optional[dict[str, Any]] = None,
+    threads: Optional[int] = None,
 ) -> DelinkRewriter:
     """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
 
-    ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given;
+    ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given,
+    ``threads`` the documents it masks at once;
     ``config_overrides`` sets other values of the config (``section.key``), never the ones
     the command sets itself, so what a record says it was protected under stays true.
     """
@@ -95,6 +97,8 @@ def load_rewriter(
     }
     if flagging is not None:
         settings["flagging"] = flagging
+    if threads is not None:
+        settings["threads"] = threads
     config_overrides = config_overrides or {}
     if config is None:
         if config_overrides:
@@ -296,23 +300,24 @@ class RewriterSpec:
     flagging: Optional[str] = None
     #: ``config_overrides`` as canonical JSON (hashable).
     overrides: str = "{}"
+    threads: Optional[int] = None
 
     @classmethod
     def of(
         cls, index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path], require_llm: bool,
-        flagging: Optional[str], overrides: dict[str, Any],
+        flagging: Optional[str], overrides: dict[str, Any], threads: Optional[int] = None,
     ) -> "RewriterSpec":
         """The spec of ``load_rewriter``'s arguments, with paths made absolute for the workers."""
         return cls(
             str(index.absolute()), k, arity, str(config.absolute()) if config is not None and config.is_file() else (str(config) if config else None),
-            str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True),
+            str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True), threads,
         )
 
     def load(self) -> DelinkRewriter:
         return load_rewriter(
             Path(self.index), self.k, self.arity, Path(self.config) if self.config else None,
             Path(self.key_file) if self.key_file else None, require_llm=self.require_llm, flagging=self.flagging,
-            config_overrides=json.loads(self.overrides),
+            config_overrides=json.loads(self.overrides), threads=self.threads,
         )
 
 
