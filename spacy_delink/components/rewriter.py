@@ -28,6 +28,7 @@ from .extensions import SCORE_WEIGHTS, carry_over, record_anonymity
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
 FACTORY = "delink_rewriter"
+DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
 
 def resolve_threads(threads: int) -> int:
@@ -37,7 +38,6 @@ def resolve_threads(threads: int) -> int:
     if threads:
         return threads
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
 
 class DelinkRewriter(IndexedComponent):

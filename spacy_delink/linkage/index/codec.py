@@ -225,33 +225,29 @@ def _encode(
         position = np.int64(value >> shift) + i
         out[high_base + (position >> 6)] |= _U1 << np.uint64(position & 63)
     sample_base = low_words + high_words
-    narrow = high_words << 6 <= _NARROW_SAMPLES
     i = 0
     for j in range(((buckets - 1) >> sample_shift) + 1):
         bucket = j << sample_shift
         while i < n and np.int64(values[i] >> shift) < bucket:
             i += 1
-        if narrow:
-            out[sample_base + (j >> 1)] |= np.uint64(i + bucket) << np.uint64(32 * (j & 1))
-        else:
-            out[sample_base + j] = np.uint64(i + bucket)
+        word, offset, _ = _sample_at(high_base, sample_base, j)
+        out[word] |= np.uint64(i + bucket) << np.uint64(offset)
 
 
 @nb.njit(cache=True, nogil=True)
-def _sample_at(high_base: Int, sample_base: Int, sample: Int) -> tuple[Int, Int]:
-    """(word, bit shift) of sample ``sample``: a uint32 half-word when the high part's
-    positions fit 32 bits, else a whole word."""
+def _sample_at(high_base: Int, sample_base: Int, sample: Int) -> tuple[Int, Int, np.uint64]:
+    """(word, bit shift, mask) of sample ``sample``: a uint32 half-word when the high part's
+    positions fit 32 bits (``Layout.sample_words``), else a whole word."""
     if (sample_base - high_base) << 6 <= _NARROW_SAMPLES:
-        return sample_base + (sample >> 1), 32 * (sample & 1)
-    return sample_base + sample, 0
+        return sample_base + (sample >> 1), 32 * (sample & 1), _LOW32
+    return sample_base + sample, 0, _ALL
 
 
 @nb.njit(cache=True, nogil=True)
 def _sample(words: np.ndarray, high_base: Int, sample_base: Int, sample: Int) -> Int:
     """The high-part position where the ``sample``-th sampled bucket's ones begin."""
-    word, shift = _sample_at(high_base, sample_base, sample)
-    value = words[word] >> np.uint64(shift)
-    return np.int64(value & _LOW32 if (sample_base - high_base) << 6 <= _NARROW_SAMPLES else value)
+    word, shift, mask = _sample_at(high_base, sample_base, sample)
+    return np.int64((words[word] >> np.uint64(shift)) & mask)
 
 
 def encode(values: np.ndarray, universe: int, sample_shift: int = SAMPLE_SHIFT) -> tuple[Layout, np.ndarray]:
