@@ -201,11 +201,9 @@ class CombinationAnalysis:
             if anchored is not None:
                 inside &= anchored[self.triples].any(axis=1)
             return self.triples[inside], self.triple_support[inside]
-        members, support = _minimal_triples(
-            self.bits[chosen], self.df[chosen], self.pair_matrix[np.ix_(chosen, chosen)], self.k,
-            _ranks(self.columns["n"])[chosen], None, None if anchored is None else anchored[chosen], ordered,
+        return _minimal_triples(
+            self.bits, self.df, self.pair_matrix, self.k, _ranks(self.columns["n"]), None, anchored, ordered, among=chosen
         )
-        return np.sort(chosen[members], axis=1), support
 
 
 def _spec_keys(members: np.ndarray, support: np.ndarray) -> np.ndarray | None:
@@ -261,32 +259,42 @@ def _candidate_postings(
 
     A list is lent by ``previous`` where it had the candidate (``known``: its row there,
     else -1); the rest are decoded level by level, one compiled call each. Each list is
-    then one range of a pool of those arrays, gathered in one indexing.
+    then one range of the previous lists or of the new ones, gathered in one compiled call.
     """
     count = len(known)
     df = np.zeros(count, dtype=np.int64)
-    start = np.zeros(count, dtype=np.int64)  # of each list in the pool
-    pool: list[np.ndarray] = []
-    pooled = 0
-    lent = np.flatnonzero(known >= 0) if previous is not None else np.zeros(0, dtype=np.int64)
-    if len(lent):
+    start = np.zeros(count, dtype=np.int64)  # of each list in the previous lists or the new ones
+    lent = known >= 0 if previous is not None else np.zeros(count, dtype=bool)
+    lent_documents = np.zeros(0, dtype=np.int64)
+    if lent.any():
         assert previous is not None
         df[lent] = previous.df[known[lent]]
         start[lent] = (np.cumsum(previous.df) - previous.df)[known[lent]]
-        pool.append(previous.documents)
-        pooled = len(previous.documents)
-    missing = np.flatnonzero(known < 0) if previous is not None else np.arange(count)
+        lent_documents = previous.documents
+    missing = np.flatnonzero(~lent)
     lengths, rows = columns["n"], columns["row"]
+    pool: list[np.ndarray] = []
+    pooled = 0
     for n in np.unique(lengths[missing]).tolist():
         chosen = missing[lengths[missing] == n]
         df[chosen], documents = index.levels[n].documents_flat(rows[chosen])
         start[chosen] = pooled + np.cumsum(df[chosen]) - df[chosen]
         pool.append(documents)
         pooled += len(documents)
-    if not pool:
-        return np.zeros(0, dtype=np.int64), df
-    within = np.arange(int(df.sum()), dtype=np.int64) - np.repeat(np.cumsum(df) - df, df)
-    return np.concatenate(pool)[np.repeat(start, df) + within], df
+    decoded = np.concatenate(pool) if pool else np.zeros(0, dtype=np.int64)
+    return _gather_ranges(lent_documents, decoded, lent, start, df), df
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather_ranges(lent: np.ndarray, decoded: np.ndarray, from_lent: np.ndarray, start: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The ranges ``[start[i], start[i] + lengths[i])`` of ``lent`` or ``decoded`` (``from_lent``), one after another."""
+    out = np.empty(lengths.sum(), dtype=np.int64)
+    at = 0
+    for i in range(len(lengths)):
+        source = lent if from_lent[i] else decoded
+        out[at : at + lengths[i]] = source[start[i] : start[i] + lengths[i]]
+        at += lengths[i]
+    return out
 
 
 def _membership(index: CorpusIndex, documents: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -296,17 +304,23 @@ def _membership(index: CorpusIndex, documents: np.ndarray, df: np.ndarray) -> np
     Column ``d`` of a row is bit ``d % 64`` of its word ``d // 64`` (uint64), so a support
     is the popcount of an AND, 64 documents at a time, in an eighth of a bool matrix's memory.
     """
-    holders = np.bincount(documents, minlength=index.documents)  # a posting list has no repeats
-    shared = holders >= 2
-    column = np.where(shared, np.cumsum(shared, dtype=np.int64) - 1, -1)
-    bits = np.zeros((len(df), (int(shared.sum()) + 63) // 64), dtype=np.uint64)
-    _pack_rows(documents, df, column, bits)
-    return bits
+    return _pack_rows(np.ascontiguousarray(documents, dtype=np.int64), np.ascontiguousarray(df, dtype=np.int64), index.documents)
 
 
 @nb.njit(cache=True, nogil=True)
-def _pack_rows(documents: np.ndarray, df: np.ndarray, column: np.ndarray, bits: np.ndarray) -> None:
-    """Set each row's bits: the concatenated posting lists ``documents`` (``df`` per row) mapped by ``column`` (-1: none)."""
+def _pack_rows(documents: np.ndarray, df: np.ndarray, collection: int) -> np.ndarray:
+    """``_membership`` in one compiled call: each document's holders counted (a posting list
+    has no repeats), the shared ones numbered as columns, each row's bits set."""
+    holders = np.zeros(collection, dtype=np.int64)
+    for document in documents:
+        holders[document] += 1
+    column = np.full(collection, -1, dtype=np.int64)
+    shared = 0
+    for document in range(collection):
+        if holders[document] >= 2:
+            column[document] = shared
+            shared += 1
+    bits = np.zeros((len(df), (shared + 63) // 64), dtype=np.uint64)
     at = 0
     for row in range(len(df)):
         for _ in range(df[row]):
@@ -314,11 +328,7 @@ def _pack_rows(documents: np.ndarray, df: np.ndarray, column: np.ndarray, bits: 
             at += 1
             if c >= 0:
                 bits[row, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
-
-
-@nb.njit(cache=True, nogil=True)
-def _has_bit(bits: np.ndarray, row: int, column: int) -> bool:
-    return (bits[row, column >> 6] >> np.uint64(column & 63)) & np.uint64(1) != 0
+    return bits
 
 
 #: A triple's rarest member with at most this many documents (<= 64, one word) has its
@@ -365,24 +375,35 @@ def _popcount_products(bits: np.ndarray, fresh: np.ndarray, pairs: np.ndarray) -
 
 
 @nb.njit(cache=True, nogil=True)
-def _local_bits(bits: np.ndarray, a: int, rows: np.ndarray, docs: np.ndarray, out: np.ndarray) -> int:
+def _local_bits(bits: np.ndarray, a: int, rows: np.ndarray, words_of_a: np.ndarray, out: np.ndarray) -> int:
     """Each of ``rows``' share of ``a``'s documents as bits (row-major, the returned words per row, into ``out``).
 
-    ``docs`` receives a's documents (columns) in order; bit ``i`` of a row is its ``i``-th.
+    Bit ``i`` of a row stands for ``a``'s ``i``-th document. A row is read only in the words
+    where ``a`` has documents (``words_of_a`` receives their numbers), and only its documents
+    shared with ``a`` are placed, each by the rank of its bit within ``a``'s word: the cost
+    is the overlap, not ``a``'s whole document list per row.
     """
+    used = 0
     own = 0
     for w in range(bits.shape[1]):
-        word = bits[a, w]
-        while word:
-            docs[own] = w * 64 + trailing_zeros(word)
-            own += 1
-            word &= word - np.uint64(1)
+        if bits[a, w]:
+            words_of_a[used] = w
+            used += 1
+            own += popcount(bits[a, w])
     words = (own + 63) // 64
     out[: len(rows) * max(words, 1)] = 0
     for row_at in range(len(rows)):
-        for at in range(own):
-            if _has_bit(bits, rows[row_at], docs[at]):
+        row = rows[row_at]
+        before = 0  # a's documents in its words before this one
+        for u in range(used):
+            mine = bits[a, words_of_a[u]]
+            shared = bits[row, words_of_a[u]] & mine
+            while shared:
+                lowest = shared & (~shared + np.uint64(1))
+                at = before + popcount(mine & (lowest - np.uint64(1)))
                 out[row_at * words + (at >> 6)] |= np.uint64(1) << np.uint64(at & 63)
+                shared ^= lowest
+            before += popcount(mine)
     return words
 
 
@@ -398,6 +419,7 @@ def _triple_scan(
     use_flags: bool,
     narrow_limit: int,
     ordered: bool,
+    among: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Step 3's search, compiled: every triple from its rarest member ``a``, within ``a``'s documents.
 
@@ -411,11 +433,12 @@ def _triple_scan(
     whose lowest-``rank`` member is not ``flagged`` yet, which are then flagged. With
     ``ordered``, the triples come in the order of (a, b, c) by df (the order of a scan of
     every pair); without, in the order found (a cover treats them as a set, and the sort
-    is a fifth of the search).
+    is a fifth of the search). Only triples of the candidates ``among`` (ascending) are
+    searched, in place: a cover asks for those of the ones it keeps.
     """
-    count = len(df)
-    order = np.argsort(df, kind="mergesort")
-    position_of = np.empty(count, dtype=np.int64)
+    count = len(among)
+    order = among[np.argsort(df[among], kind="mergesort")]
+    position_of = np.empty(len(df), dtype=np.int64)
     position_of[order] = np.arange(count)
     found = np.empty((64, 3), dtype=np.int64)
     supports = np.empty(64, dtype=np.int64)
@@ -423,7 +446,10 @@ def _triple_scan(
     total = 0
     partners = np.empty(count, dtype=np.int64)
     local_one = np.zeros(count, dtype=np.uint64)
-    docs = np.empty(bits.shape[1] * 64, dtype=np.int64)
+    # A wide a's partners' bits: at most every word per partner. One buffer for the whole
+    # search: an array reassigned inside the loop costs reference counting on every pair.
+    local = np.zeros(count * bits.shape[1], dtype=np.uint64)
+    words_of_a = np.empty(bits.shape[1], dtype=np.int64)
     for position in range(count - 2):
         a = order[position]
         size = 0
@@ -461,10 +487,9 @@ def _triple_scan(
         for w in range(bits.shape[1]):
             own += popcount(bits[a, w])
         narrow = own <= narrow_limit  # each partner's share of a's documents fits one word: count every support exactly
-        words = 0
-        local = np.zeros((0, 0), dtype=np.uint64)  # a's documents only: built when the first pair passes the bounds (most never do)
+        words = 0  # a wide a's bits are built when the first pair passes the bounds (most never do)
         if narrow:
-            words = _local_bits(bits, a, ranked, docs, local_one)
+            words = _local_bits(bits, a, ranked, words_of_a, local_one)
         # Where no triple through a and b is anchored, only the anchored partners c are visited.
         anchored_at = np.flatnonzero(anchored[ranked])
         next_anchored = 0
@@ -512,11 +537,10 @@ def _triple_scan(
                     continue
                 if not narrow:
                     if not words:
-                        local = np.zeros((kept, (own + 63) // 64), dtype=np.uint64)
-                        words = _local_bits(bits, a, ranked, docs, local.reshape(-1))
+                        words = _local_bits(bits, a, ranked, words_of_a, local)
                     support = 0
                     for w in range(words):
-                        support += popcount(local[i, w] & local[j, w])
+                        support += popcount(local[i * words + w] & local[j * words + w])
                     if support < 1 or support >= k:
                         continue
                 if total == len(supports):
@@ -547,17 +571,20 @@ def _minimal_triples(
     flagged: np.ndarray | None,
     anchored: np.ndarray | None = None,
     ordered: bool = True,
+    among: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Linkable triples all of whose pairs have support >= k (see module docstring, step 3).
 
     With ``flagged`` (bool per candidate), only triples whose flagged member — the lowest
     ``rank`` — is not flagged yet are kept, and ``flagged`` is updated as they are found.
     With ``anchored`` (bool per candidate), only triples with an anchored member are searched
-    (the others are known not to be linkable, step 6). Without ``ordered``, they come in
-    the order found rather than the order of a full scan (``_triple_scan``).
+    (the others are known not to be linkable, step 6). With ``among`` (ascending candidate
+    indices), only triples of those. Without ``ordered``, they come in the order found
+    rather than the order of a full scan (``_triple_scan``).
     """
     count = len(df)
-    if count < 3:
+    among = np.arange(count, dtype=np.int64) if among is None else np.ascontiguousarray(among, dtype=np.int64)
+    if len(among) < 3:
         return np.zeros((0, 3), dtype=np.int64), np.zeros(0, dtype=np.int64)
     return _triple_scan(
         np.ascontiguousarray(bits, dtype=np.uint64),
@@ -570,6 +597,7 @@ def _minimal_triples(
         flagged is not None,
         _NARROW_DOCUMENTS,
         ordered,
+        among,
     )
 
 

@@ -322,6 +322,7 @@ def _improve(
                 per_edge[e] += 1
     by_weight = np.argsort(-weight, kind="mergesort")
     shared = np.zeros(len(weight), dtype=np.int64)
+    private = np.empty(len(members), dtype=np.int64)  # the edges only the key being swapped hits
     for _ in range(rounds):
         changed = False
         for key in by_weight:  # drop a pick all of whose edges hold another pick
@@ -340,29 +341,28 @@ def _improve(
         for key in by_weight:  # swap a pick for a cheaper key that hits every edge only it hits
             if not picked[key] or fixed[key]:
                 continue
-            private = 0
+            count = 0  # its private edges, gathered once: the steps below read only them
             for i in range(start[key], start[key + 1]):
-                e = incident[i]
-                if per_edge[e] == 1:
-                    private += 1
-                    for c in members[e]:
-                        if c >= 0 and c != key:
-                            shared[c] += 1
+                if per_edge[incident[i]] == 1:
+                    private[count] = incident[i]
+                    count += 1
+            if not count:
+                continue
+            for p in range(count):
+                for c in members[private[p]]:
+                    if c >= 0 and c != key:
+                        shared[c] += 1
             best = -1
-            for i in range(start[key], start[key + 1]):
-                e = incident[i]
-                if per_edge[e] == 1:
-                    for c in members[e]:
-                        if c >= 0 and c != key and shared[c] == private and weight[c] < weight[key]:
-                            if best < 0 or weight[c] < weight[best] or (weight[c] == weight[best] and c < best):
-                                best = c
-            for i in range(start[key], start[key + 1]):
-                e = incident[i]
-                if per_edge[e] == 1:
-                    for c in members[e]:
-                        if c >= 0:
-                            shared[c] = 0
-            if private and best >= 0:
+            for p in range(count):
+                for c in members[private[p]]:
+                    if c >= 0 and c != key and shared[c] == count and weight[c] < weight[key]:
+                        if best < 0 or weight[c] < weight[best] or (weight[c] == weight[best] and c < best):
+                            best = c
+            for p in range(count):
+                for c in members[private[p]]:
+                    if c >= 0:
+                        shared[c] = 0
+            if best >= 0:
                 picked[key] = False
                 picked[best] = True
                 for i in range(start[key], start[key + 1]):

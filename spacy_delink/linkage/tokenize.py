@@ -185,6 +185,13 @@ def _segment_room(segment_start: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
+    """Set ``flags`` to 1 over each half-open range (a masked text has hundreds)."""
+    for i in range(len(ranges)):
+        flags[ranges[i, 0] : ranges[i, 1]] = 1
+
+
+@nb.njit(cache=True, nogil=True)
 def _scan_codes(
     codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -305,8 +312,8 @@ class Tokenizer:
             data = text.encode("utf-32-le", "surrogatepass")
         codes = np.frombuffer(data, dtype=np.uint32)
         masked = np.zeros(len(codes), dtype=np.uint8)
-        for start, end in masks:
-            masked[start:end] = 1
+        if masks:
+            _mark_ranges(masked, np.array(masks, dtype=np.int64).reshape(-1, 2))
         starts, ends, segment_start = _scan_codes(codes, self._classes, masked, self._single, self.rules.paragraph_breaks)
         return Tokens(starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks)
 

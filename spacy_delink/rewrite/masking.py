@@ -29,35 +29,41 @@ def stab(intervals: np.ndarray, rarity: np.ndarray) -> list[int]:
     Intervals that contain another are dropped first (hitting the inner one hits them),
     which leaves starts and ends in the same order; then each greedy point lies in
     ``[last start <= r, r]`` for the earliest end ``r``, the window of equally good choices.
-    Among equal rarities the rightmost point wins.
+    Among equal rarities the rightmost point wins. One compiled call: a cover prices many
+    choices per pass, on several threads.
     """
     if not len(intervals):
         return []
     pairs = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
-    # One key per interval that sorts by start, then by end descending (token positions fit 32 bits).
-    keys = np.unique(pairs[:, 0] << 32 | (_END_SPAN - pairs[:, 1]))
-    pairs = np.stack([keys >> 32, _END_SPAN - (keys & _END_SPAN)], axis=1)
-    later_min_end = np.minimum.accumulate(pairs[::-1, 1])[::-1]
-    contains_another = np.append(later_min_end[1:] <= pairs[:-1, 1], False)
     return _stab_points(
-        np.ascontiguousarray(pairs[~contains_another, 0]), np.ascontiguousarray(pairs[~contains_another, 1]),
-        np.ascontiguousarray(rarity, dtype=np.int64),
+        np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]), np.ascontiguousarray(rarity, dtype=np.int64)
     ).tolist()
 
 
 @nb.njit(cache=True, nogil=True)
 def _stab_points(starts: np.ndarray, ends: np.ndarray, rarity: np.ndarray) -> np.ndarray:
-    """The greedy of ``stab`` over intervals sorted by start (and so by end)."""
-    chosen = np.empty(len(starts), dtype=np.int64)
+    """``stab``'s points: the intervals deduplicated and sorted by start, then by end descending
+    (one key each: token positions fit 32 bits), those containing another dropped, then the greedy."""
+    keys = np.unique((starts << 32) | (_END_SPAN - ends))
+    first = keys >> 32
+    last = _END_SPAN - (keys & _END_SPAN)
+    innermost = np.ones(len(keys), dtype=np.bool_)
+    later_min_end = last[len(keys) - 1]
+    for i in range(len(keys) - 2, -1, -1):  # an interval ending no earlier than a later-starting one contains it
+        if later_min_end <= last[i]:
+            innermost[i] = False
+        later_min_end = min(later_min_end, last[i])
+    first, last = first[innermost], last[innermost]
+    chosen = np.empty(len(first), dtype=np.int64)
     count = 0
     i = 0
-    while i < len(starts):
-        right = ends[i]
+    while i < len(first):
+        right = last[i]
         j = i
-        while j < len(starts) and starts[j] <= right:
+        while j < len(first) and first[j] <= right:
             j += 1
         best = right
-        for point in range(right, starts[j - 1] - 1, -1):
+        for point in range(right, first[j - 1] - 1, -1):
             if rarity[point] < rarity[best]:
                 best = point
         chosen[count] = best
