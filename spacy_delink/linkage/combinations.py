@@ -51,7 +51,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import InputError
-from .bits import popcount, trailing_zeros
+from .bits import popcount
 from .index import CorpusIndex
 from .index.levels import split_documents
 from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
