@@ -181,3 +181,19 @@ def test_improvement_step_equals_its_documented_reading(seed: int) -> None:
     got = cover._improve(members, weight, picked.copy(), fixed, start, incident, cover._IMPROVEMENT_ROUNDS)
     assert np.array_equal(got, _improve_reference(members, weight, picked, fixed, cover._IMPROVEMENT_ROUNDS))
     assert all(got[row[row >= 0]].any() for row in members)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pair_supports_lent_by_the_last_pass_equal_counted_ones(seed: int) -> None:
+    """Supports copied from the previous pass's matrix (its rows in another order, some
+    candidates new) equal the supports counted from the rows."""
+    rng = np.random.default_rng(seed)
+    bits = _random_bits(rng, int(rng.integers(1, 25)), int(rng.integers(1, 300)), 0.2)
+    count = len(bits)
+    counted = np.array([[sum(bin(int(x) & int(y)).count("1") for x, y in zip(bits[a], bits[b])) for b in range(count)] for a in range(count)])
+    assert np.array_equal(combinations._pair_supports(bits, np.full(count, -1, dtype=np.int64), None), counted)
+    previous_order = rng.permutation(count)  # the previous pass had these candidates at other rows, plus two it lost
+    previous = np.zeros((count + 2, count + 2), dtype=np.int16)
+    previous[np.ix_(previous_order, previous_order)] = counted
+    known = np.where(rng.random(count) < 0.6, previous_order, -1).astype(np.int64)
+    assert np.array_equal(combinations._pair_supports(bits, known, previous), counted)

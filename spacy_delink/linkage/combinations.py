@@ -349,23 +349,26 @@ def _pair_supports(bits: np.ndarray, known: np.ndarray, known_pairs: np.ndarray 
     """
     count = len(bits)
     pairs = np.empty((count, count), dtype=np.int16 if bits.shape[1] * 64 < 1 << 15 else np.int32)
-    fresh = np.ones(count, dtype=np.bool_)
-    if known_pairs is not None:
-        old = np.flatnonzero(known >= 0)
-        pairs[np.ix_(old, old)] = known_pairs[np.ix_(known[old], known[old])]
-        fresh[old] = False
-    _popcount_products(bits, fresh, pairs)
+    if known_pairs is None:
+        known, known_pairs = np.full(count, -1, dtype=np.int64), np.zeros((0, 0), dtype=pairs.dtype)
+    _popcount_products(bits, np.ascontiguousarray(known, dtype=np.int64), np.ascontiguousarray(known_pairs), pairs)
     return pairs
 
 
 @nb.njit(cache=True, nogil=True)
-def _popcount_products(bits: np.ndarray, fresh: np.ndarray, pairs: np.ndarray) -> None:
-    """Fill the rows and columns of the ``fresh`` candidates of ``pairs`` (each pair counted once)."""
+def _popcount_products(bits: np.ndarray, known: np.ndarray, known_pairs: np.ndarray, pairs: np.ndarray) -> None:
+    """Fill ``pairs``: copied from ``known_pairs`` between known candidates, counted for the rest (each pair once)."""
     for a in range(len(bits)):
-        if not fresh[a]:
+        if known[a] < 0:
             continue
         for b in range(len(bits)):
-            if fresh[b] and b < a:  # filled with b's row
+            if known[b] >= 0:
+                pairs[a, b] = known_pairs[known[a], known[b]]
+    for a in range(len(bits)):
+        if known[a] >= 0:
+            continue
+        for b in range(len(bits)):
+            if known[b] < 0 and b < a:  # filled with b's row
                 continue
             support = 0
             for w in range(bits.shape[1]):
