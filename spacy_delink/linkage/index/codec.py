@@ -187,14 +187,20 @@ def flag_words_length(rows: int) -> int:
 
 
 @nb.njit(cache=True, nogil=True)
+def _rank_entry(rows: Int, row: Int) -> Int:
+    """The word of a flag file of ``rows`` rows that holds ``row``'s rank directory entry
+    (two uint32 entries to a word, after the flag words: ``flag_words``)."""
+    return ((rows + 63) >> 6) + (row >> (_RANK_BLOCK_SHIFT + 1))
+
+
+@nb.njit(cache=True, nogil=True)
 def flag_rank(flags: np.ndarray, rows: Int, row: Int) -> Int:
     """Set flags among rows ``[0, row)`` of a flag file of ``rows`` rows (``flag_words``), ``row < rows``.
 
     A damaged, unverified file gives a wrong rank at worst, never a read outside ``flags``.
     """
-    words = (rows + 63) >> 6
     block = row >> _RANK_BLOCK_SHIFT
-    entry = words + (block >> 1)
+    entry = _rank_entry(rows, row)
     if row < 0 or entry >= len(flags):
         return np.int64(0)
     rank = np.int64((flags[entry] >> np.uint64(32 * (block & 1))) & np.uint64(0xFFFFFFFF))
@@ -584,7 +590,7 @@ def _posting_bounds(
         if step < count and rows[step] >= 0:
             address, row = frequent_table[shards[step], 0], rows[step]
             prefetch(address + np.uint64(8 * (row >> 6)))  # type: ignore[call-arg]  # numba supplies the typing context
-            prefetch(address + np.uint64(8 * (((key_params[shards[step], 0] + 63) >> 6) + (row >> (_RANK_BLOCK_SHIFT + 1)))))
+            prefetch(address + np.uint64(8 * _rank_entry(key_params[shards[step], 0], row)))
         j = step - _PREFETCH_DISTANCE
         if 0 <= j < count and rows[j] >= 0:
             flags, row = _words(frequent_table, shards[j]), rows[j]
