@@ -448,9 +448,9 @@ def _triple_scan(
     visit = np.empty(64 if ordered else 0, dtype=np.int64)  # scan order: only when asked
     total = 0
     partners = np.empty(count, dtype=np.int64)
-    local_one = np.zeros(count, dtype=np.uint64)
-    # A wide a's partners' bits: at most every word per partner. One buffer for the whole
-    # search: an array reassigned inside the loop costs reference counting on every pair.
+    # a's partners' bits (``_local_bits``): one word each for a narrow a, at most every word
+    # for a wide one. One buffer for the whole search: an array reassigned inside the loop
+    # costs reference counting on every pair.
     local = np.zeros(count * bits.shape[1], dtype=np.uint64)
     words_of_a = np.empty(bits.shape[1], dtype=np.int64)
     for position in range(count - 2):
@@ -492,7 +492,7 @@ def _triple_scan(
         narrow = own <= narrow_limit  # each partner's share of a's documents fits one word: count every support exactly
         words = 0  # a wide a's bits are built when the first pair passes the bounds (most never do)
         if narrow:
-            words = _local_bits(bits, a, ranked, words_of_a, local_one)
+            words = _local_bits(bits, a, ranked, words_of_a, local)
         # Where no triple through a and b is anchored, only the anchored partners c are visited.
         anchored_at = np.flatnonzero(anchored[ranked])
         next_anchored = 0
@@ -520,7 +520,7 @@ def _triple_scan(
                 if j >= end:
                     break
                 if narrow:
-                    support = popcount(local_one[i] & local_one[j])
+                    support = popcount(local[i] & local[j])  # one word per partner
                     if support < 1 or support >= k:
                         continue
                 c = ranked[j]
