@@ -1,4 +1,4 @@
-"""SPEC §1–2: the search tokenization shared by the index and every detector.
+"""SPEC §1–2 and §8: the tokenizations (readings) shared by the index and every detector.
 
 The index and the queries must tokenize identically, so this module is the single
 implementation of tokens, search forms, breaking gaps and masks. Characters are
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from abc import ABC, abstractmethod
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
@@ -31,6 +32,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import InputError
+from .search_form import fold_codes, fold_table
 
 DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
 #: SPEC §2's defaults. ``\*\*\*+`` is the SPEC's ``\*{3,}`` spelled with a literal prefix,
@@ -144,6 +146,10 @@ class Tokens:
     ``segment_start[i]`` is true when the gap before token ``i`` breaks (or ``i`` is the
     first token); an n-gram may start at ``i`` only if ``remaining[i] >= n``, the number
     of tokens from ``i`` to the end of its segment. ``codes`` are the text's code points.
+
+    ``starts`` and ``ends`` are always offsets into ``text``. A token's key is made of
+    ``form_codes[form_starts[i]:form_ends[i]]``: the text's own code points under the exact
+    reading, its search form (``search_form``) under the search reading.
     """
 
     starts: np.ndarray
@@ -152,9 +158,21 @@ class Tokens:
     text: str
     codes: np.ndarray
     masks: list[tuple[int, int]] = field(default_factory=list)
+    #: The search reading's folded code points and token bounds in them (None: the text's own).
+    folded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @property
+    def forms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(form_codes, form_starts, form_ends)``: the code points each token's key is made of."""
+        return self.folded if self.folded is not None else (self.codes, self.starts, self.ends)
+
+    def form(self, i: int) -> str:
+        """Token ``i`` as its key reads it (before the exact reading's per-token normalization)."""
+        codes, starts, ends = self.forms
+        return codes[starts[i] : ends[i]].tobytes().decode("utf-32-le", "surrogatepass")
 
     @cached_property
     def raw(self) -> list[str]:
@@ -255,14 +273,15 @@ def _scan_codes(
     return starts[:count], ends[:count], segment_start[:count]  # views: the pages past ``count`` are never touched
 
 
-class Tokenizer:
-    """Tokenizes text under one set of :class:`LinkageRules`."""
+class _MaskedTokenizer(ABC):
+    """What both readings share: masks (SPEC §2, found on the text as written) and batching."""
+
+    #: The reading this tokenizer implements (``readings.READINGS``).
+    reading = ""
 
     def __init__(self, rules: LinkageRules | None = None) -> None:
         self.rules = rules or LinkageRules()
-        self._classes = _char_classes(self.rules.break_chars)
         self._mask_res = [re.compile(p) for p in self.rules.mask_patterns]
-        self._single = np.array(sorted({ord(c) for c in self.rules.non_breaking_single}), dtype=np.uint32)
 
     def mask_spans(self, text: str) -> list[tuple[int, int]]:
         """The union of all mask-pattern matches, as merged, sorted character intervals."""
@@ -281,7 +300,7 @@ class Tokenizer:
         return merged
 
     def tokenize(self, text: str) -> Tokens:
-        """Tokens, segment starts and masks of ``text`` (SPEC §1–2)."""
+        """Tokens, segment starts and masks of ``text`` (SPEC §1–2, or §8 for the search reading)."""
         return self._scan(text, self.mask_spans(text))
 
     def tokenize_batch(self, texts: list[str]) -> tuple[Tokens, np.ndarray]:
@@ -305,7 +324,13 @@ class Tokenizer:
         tokens.segment_start[first_token[counts > 0]] = True
         return tokens, counts
 
+    @abstractmethod
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
+        """The tokens of ``text`` with the characters of ``masks`` masked."""
+
+    @staticmethod
+    def _codes_and_masked(text: str, masks: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The text's code points and a flag per code point inside a mask."""
         try:
             data = text.encode("utf-32-le")
         except UnicodeEncodeError:  # lone surrogates: kept as their code points (the strict codec is ~1.5x faster)
@@ -314,6 +339,26 @@ class Tokenizer:
         masked = np.zeros(len(codes), dtype=np.uint8)
         if masks:
             _mark_ranges(masked, np.array(masks, dtype=np.int64).reshape(-1, 2))
+        return codes, masked
+
+
+class Tokenizer(_MaskedTokenizer):
+    """Tokenizes text under one set of :class:`LinkageRules`: the exact reading (SPEC §1–2)."""
+
+    reading = "exact"
+
+    def __init__(self, rules: LinkageRules | None = None) -> None:
+        super().__init__(rules)
+        self._classes = _char_classes(self.rules.break_chars)
+        self._single = np.array(sorted({ord(c) for c in self.rules.non_breaking_single}), dtype=np.uint32)
+
+    @property
+    def folds_ascii(self) -> bool:
+        """Whether a token's key lower-cases its ASCII letters (``search_form`` does, with ``casefold``)."""
+        return self.rules.casefold
+
+    def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
+        codes, masked = self._codes_and_masked(text, masks)
         starts, ends, segment_start = _scan_codes(codes, self._classes, masked, self._single, self.rules.paragraph_breaks)
         return Tokens(starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks)
 
@@ -323,3 +368,41 @@ class Tokenizer:
         if self.rules.normalization and not raw.isascii():  # NFKC leaves ASCII unchanged
             form = unicodedata.normalize(self.rules.normalization, form)  # type: ignore[arg-type]
         return form.casefold() if self.rules.casefold else form
+
+    #: What a token's key is made of: its search form.
+    key_form = search_form
+
+
+class SearchTokenizer(_MaskedTokenizer):
+    """The search reading (SPEC §8): runs of letters and digits of the text's search form,
+    broken only by masks and paragraph ends (punctuation joins, as in an engine's phrase query).
+
+    Masks are found on the text as written (a pattern such as ``[PERSON]`` needs its
+    capitals) and mask the folded characters they produced; offsets refer to the text.
+    """
+
+    reading = "search"
+    #: Keys are made of folded text: lower case already.
+    folds_ascii = True
+
+    def __init__(self, rules: LinkageRules | None = None) -> None:
+        super().__init__(rules)
+        self._classes = _char_classes("")
+        self._single = np.zeros(0, dtype=np.uint32)
+        self._table = fold_table()
+
+    def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
+        codes, masked = self._codes_and_masked(text, masks)
+        folded, origin = fold_codes(codes, *self._table)
+        form_starts, form_ends, segment_start = _scan_codes(folded, self._classes, masked[origin], self._single, self.rules.paragraph_breaks)
+        starts = origin[form_starts]
+        ends = origin[form_ends - 1] + 1
+        return Tokens(
+            starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks,
+            folded=(folded, form_starts, form_ends),
+        )
+
+    @staticmethod
+    def key_form(raw: str) -> str:
+        """A search token is folded already: its key is the token itself."""
+        return raw

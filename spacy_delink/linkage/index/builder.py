@@ -30,7 +30,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 from tqdm import tqdm
@@ -38,12 +38,13 @@ from tqdm import tqdm
 from ...corpus import DocId, check_doc_id, unique_ids
 from ...errors import InputError
 from ...io import atomic_write, check_output_path
+from ..readings import DEFAULT_READINGS, check_readings
 from ..tokenize import LinkageRules, Tokenizer
 from . import forward
 from . import shards as shards_module
 from .commit import build_lock, check_outputs, commit, recover, sidecar
-from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, MANIFEST, REDUCTION, default_ids_path, sign
-from .hashing import ID_DIGEST_DTYPE, IdHasher, TokenHasher
+from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, MANIFEST, REDUCTION, default_ids_path, reading_entries, sign
+from .hashing import ID_DIGEST_DTYPE, IdHasher
 from .ids import ids_digest
 from .keys import key_id, new_secret, resolve_key_path
 
@@ -89,7 +90,9 @@ class BuildSummary:
 
     documents: int = 0
     empty_documents: int = 0
+    #: Positions indexed: every reading's tokens (``reading_tokens`` has them per reading).
     tokens: int = 0
+    reading_tokens: dict[str, int] = field(default_factory=dict)
     ngrams: int = 0
     ngrams_per_level: dict[int, int] = field(default_factory=dict)
     postings: int = 0
@@ -130,7 +133,8 @@ class IndexBuilder:
     ``work_dir`` holds the build's scratch files (default: inside the partial index,
     beside the output); Dask workers must see it, and the output, on a shared file system.
     ``updatable`` also writes the forward store (``forward.py``) that ``delink index
-    --update`` and ``delink compact`` need.
+    --update`` and ``delink compact`` need. ``readings`` are the readings of the rules the
+    index holds (``linkage.readings``; default both): a query for another is refused.
     """
 
     def __init__(
@@ -144,6 +148,7 @@ class IndexBuilder:
         shards: int | None = None,
         work_dir: str | Path | None = None,
         updatable: bool = False,
+        readings: Sequence[str] = DEFAULT_READINGS,
     ) -> None:
         if memory_mb < 64:
             raise InputError(f"--memory-mb must be at least 64, got {memory_mb}")
@@ -162,6 +167,7 @@ class IndexBuilder:
         self.shards = shards
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.updatable = updatable
+        self.readings = check_readings(readings)
         Tokenizer(self.rules)  # refuse bad rules before any output is touched
 
     def build(
@@ -318,6 +324,7 @@ class IndexBuilder:
                 "key_id": key_id(secret),
                 "documents": summary.documents,
                 "tokens": summary.tokens,
+                "readings": reading_entries(self.readings, summary.reading_tokens),
                 "reduction": REDUCTION,
                 "shard_bits": shard_bits,
                 "doc_ids": {
@@ -357,6 +364,7 @@ class IndexBuilder:
                 [self.rules] * count,
                 [secret] * count,
                 [VOCABULARY_LIMIT] * count,
+                [self.readings] * count,
             )
         if isinstance(documents, CorpusFiles):
             from ...corpus import CorpusStats, read_documents
@@ -371,13 +379,14 @@ class IndexBuilder:
         pending: list[Any] = []
         partition_chars = max(1 << 16, min(self.memory_bytes // 24, shards_module.PARTITION_CHARS))
         # A hasher cannot be sent to Dask workers: each task there makes its own.
-        hasher = None if self._distributed else TokenHasher(Tokenizer(self.rules), secret, VOCABULARY_LIMIT)
-        warm = runner.submit(shards_module.warm_kernels, self.rules)
+        hashers = None if self._distributed else shards_module.reading_hashers(self.rules, secret, self.readings, VOCABULARY_LIMIT)
+        warm = runner.submit(shards_module.warm_kernels, self.rules, self.readings)
         with tqdm(desc="tokenizing", unit="doc", disable=None if self.progress else True, leave=False) as bar:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
-                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hasher
+                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hashers,
+                        self.readings,
                     )
                 )
                 while len(pending) > (self.workers if warm.done() else 2 * self.workers):
@@ -407,6 +416,8 @@ class IndexBuilder:
                     raise InputError(f"duplicate document id {doc_id!r} (documents {first} and {len(ids) + 1}); ids must be unique")
                 ids.append(doc_id)
             summary.tokens += partition.tokens
+            for reading, count in partition.reading_tokens.items():
+                summary.reading_tokens[reading] = summary.reading_tokens.get(reading, 0) + count
             summary.empty_documents += partition.empty_documents
             summary.skipped_lines += partition.skipped_lines
         summary.documents = len(ids)

@@ -2,7 +2,7 @@
 
 An index is a directory of raw little-endian arrays plus ``manifest.json``::
 
-    manifest.json                    format name and version, rules, key id, counts, array table, MAC
+    manifest.json                    format name and version, rules, readings, key id, counts, array table, MAC
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
     shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
                                      Elias–Fano coded keys, then postings in classes by df
@@ -44,11 +44,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ...errors import IndexFormatError
+from ..readings import READINGS
+from ..search_form import table_version
 from .codec import flag_words
 from .hashing import mac_matches, manifest_mac
 
@@ -92,6 +94,35 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "mac": str,
 }
 _ARRAY_FIELDS: dict[str, type] = {"dtype": str, "length": int, "bytes": int, "sha256": str}
+
+
+def reading_entries(readings: Sequence[str], tokens: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """The manifest's ``readings``: each reading the index holds, its tokens, and for the
+    search reading the version of its search form (Unicode and UTS #39 data), which a
+    query must share."""
+    entries: dict[str, dict[str, Any]] = {}
+    for reading in readings:
+        entries[reading] = {"tokens": int(tokens.get(reading, 0))}
+        if reading == "search":
+            entries[reading]["form"] = table_version()
+    return entries
+
+
+def manifest_readings(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The readings an (authenticated) manifest holds; an index built before §8 holds the exact one."""
+    return manifest.get("readings") or {"exact": {"tokens": manifest["tokens"]}}
+
+
+def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
+    readings = manifest.get("readings")
+    if readings is None:
+        return
+    if not (
+        isinstance(readings, dict) and readings and set(readings) <= set(READINGS)
+        and all(isinstance(v, dict) and _natural(v.get("tokens")) for v in readings.values())
+        and ("search" not in readings or isinstance(readings["search"].get("form"), str))
+    ):
+        raise IndexFormatError(f"{manifest_path}: field 'readings' is malformed; rebuild the index with `delink index`")
 
 
 def shard_file(shard: int, level: int) -> str:
@@ -226,6 +257,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
     if not 0 <= manifest["shard_bits"] <= 16:
         raise IndexFormatError(f"{manifest_path}: shard_bits is out of range; rebuild the index with `delink index`")
     _check_updates(manifest_path, manifest, version)
+    _check_readings(manifest_path, manifest)
     for name in required_arrays(manifest):
         spec = manifest["arrays"].get(name)
         if not isinstance(spec, dict):

@@ -10,7 +10,9 @@ time. Two distinct N-grams of one length collide with probability about 2^-64 pe
 The secret is used for three purposes, each under its own key so that no output of one
 can stand in for another (domain separation):
 
-* token digests: BLAKE2b keyed with the secret itself, no personalization;
+* token digests: BLAKE2b keyed with the secret itself, no personalization, under the
+  exact reading; under the search reading (SPEC §8) keyed with a subkey for it, so that
+  its n-gram keys and the exact reading's are two disjoint families in one index;
 * the manifest MAC and document-id digests: BLAKE2b keyed with a subkey derived from the
   secret (``derive_key``, a keyed BLAKE2b with its own personalization and the purpose);
 * the public key id (``keys.key_id``): an unkeyed BLAKE2b of the secret, personalized;
@@ -28,7 +30,7 @@ from functools import cached_property
 import numpy as np
 
 from ...errors import InputError
-from ..tokenize import Tokenizer, Tokens
+from ..tokenize import SearchTokenizer, Tokenizer, Tokens
 from .kernels import Vocabulary, ascii_digests, blake2b_keyed_state, extend
 from .keys import KEY_BYTES
 
@@ -39,6 +41,8 @@ ID_DIGEST_BYTES = 16
 ID_DIGEST_DTYPE = np.dtype(f"S{ID_DIGEST_BYTES}")
 _SUBKEY_PERSON = b"delink-subkey"
 _MAC_PURPOSE = b"manifest-mac/v2"
+#: The token digests of a reading other than the exact one (SPEC §8) are keyed with this subkey, and the reading's name.
+_READING_PURPOSE = b"reading-tokens/v1/"
 _SIDECAR_MAC_PURPOSE = b"sidecar-manifest-mac/v1"
 _ID_PURPOSE = b"document-id/v2"
 _NONCE_PURPOSE = b"forward-nonce/v1"
@@ -86,14 +90,16 @@ class TokenHasher:
     between threads (a pipeline's components share one index).
     """
 
-    def __init__(self, tokenizer: Tokenizer, secret: bytes, cache_limit: int = 1_000_000) -> None:
+    def __init__(self, tokenizer: Tokenizer | SearchTokenizer, secret: bytes, cache_limit: int = 1_000_000) -> None:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
+        if tokenizer.reading != "exact":  # each reading's keys in their own domain: a search key never meets an exact one
+            secret = derive_key(secret, _READING_PURPOSE + tokenizer.reading.encode())
         #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
         self._keyed = hashlib.blake2b(digest_size=8, key=secret)
         self._secret = secret
-        self.vocabulary = Vocabulary(fold_ascii=tokenizer.rules.casefold, limit=cache_limit)
+        self.vocabulary = Vocabulary(fold_ascii=tokenizer.folds_ascii, limit=cache_limit)
         self._lock = threading.Lock()
 
     def digest(self, form: str) -> int:
@@ -109,9 +115,10 @@ class TokenHasher:
         and the new tokens' digests are done under the lock; the table keys are not.
         """
         vocabulary = self.vocabulary
-        keys = vocabulary.keys(tokens.codes, tokens.starts, tokens.ends)
+        codes, starts, ends = tokens.forms
+        keys = vocabulary.keys(codes, starts, ends)
         with self._lock:
-            ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends, keys)
+            ids, new = vocabulary.assign(codes, starts, ends, keys)
             if len(new):
                 vocabulary.digests[ids[new]] = self._new_digests(tokens, new)
             return vocabulary.digests[ids]
@@ -124,13 +131,13 @@ class TokenHasher:
 
     def _new_digests(self, tokens: Tokens, new: np.ndarray) -> np.ndarray:
         """The digests of the tokens ``new`` (under the lock): compiled for ASCII tokens (most of them), else ``digest``."""
-        starts, ends = tokens.starts[new], tokens.ends[new]
-        digests, plain = ascii_digests(tokens.codes, starts, ends, self.tokenizer.rules.casefold, self._keyed_words)
-        others = np.flatnonzero(~plain)
+        codes, all_starts, all_ends = tokens.forms
+        starts, ends = all_starts[new], all_ends[new]
+        digests, plain = ascii_digests(codes, starts, ends, self.tokenizer.folds_ascii, self._keyed_words)
+        others = new[~plain]
         if len(others):
-            text, search_form, digest = tokens.text, self.tokenizer.search_form, self.digest
-            spans = zip(starts[others].tolist(), ends[others].tolist())
-            digests[others] = np.fromiter((digest(search_form(text[s:e])) for s, e in spans), dtype=np.uint64, count=len(others))
+            key_form, digest = self.tokenizer.key_form, self.digest
+            digests[~plain] = np.fromiter((digest(key_form(tokens.form(i))) for i in others.tolist()), dtype=np.uint64, count=len(others))
         return digests
 
 

@@ -7,12 +7,14 @@ import shutil
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from ...corpus import DocId
 from ...errors import IndexFormatError, InputError
+from ..readings import check_readings, describe, tokenizer_for
+from ..search_form import table_version
 from ..tokenize import LinkageRules, Tokenizer, Tokens
 from .commit import interrupted_hint
 from .forward import Forward
@@ -29,6 +31,7 @@ from .format import (
     delta_level_file,
     frequent_file,
     load_manifest,
+    manifest_readings,
     required_arrays,
     shard_file,
     verify_mac,
@@ -128,8 +131,14 @@ class CorpusIndex:
         self._sidecar_key = sidecar_mac_key(secret)
         self._doc_ids: list[DocId] | None = None
         self._numbers: dict[bytes, int] | None = None
-        self.tokenizer = Tokenizer(self.rules)
-        self.hasher = TokenHasher(self.tokenizer, secret)
+        #: The readings of the rules this index holds (``linkage.readings``), with their tokens.
+        self.reading_entries = manifest_readings(manifest)
+        self.readings = check_readings(self.reading_entries)
+        self.hashers = {reading: TokenHasher(tokenizer_for(reading, self.rules), secret) for reading in self.readings}
+        if "exact" not in self.hashers:  # the exact tokenizer also checks masks and counts the original's tokens
+            self.hashers["exact"] = TokenHasher(Tokenizer(self.rules), secret)
+        self.tokenizer = self.hashers["exact"].tokenizer
+        self.hasher = self.hashers["exact"]
 
     def sidecar_mac(self, canonical: bytes) -> str:
         """A MAC under this index's key of a manifest kept beside the index (``<index>.embeddings``):
@@ -235,10 +244,29 @@ class CorpusIndex:
                 f"(index: {self.rules.to_dict()}, query: {rules.to_dict()}); rebuild the index or use its rules"
             )
 
-    def tokenize(self, text: str) -> tuple[Tokens, np.ndarray]:
-        """Tokens of ``text`` under the index's rules and their keyed digests."""
-        tokens = self.tokenizer.tokenize(text)
-        return tokens, self.hasher.hash_tokens(tokens)
+    def require_readings(self, readings: Iterable[str]) -> tuple[str, ...]:
+        """``readings`` checked against those this index holds: a query never uses a reading it lacks (SPEC §8)."""
+        wanted = check_readings(readings)
+        missing = [r for r in wanted if r not in self.readings]
+        if missing:
+            raise InputError(
+                f"index {self.path} holds the {describe(self.readings)} only, not the {describe(missing)} asked for; "
+                f"rebuild it with `delink index <corpus> -o {self.path} --overwrite` (both readings by default), "
+                f"or ask for readings={','.join(self.readings)} (docs/linkage-rules.md §8)"
+            )
+        if "search" in wanted and self.reading_entries["search"]["form"] != table_version():
+            raise InputError(
+                f"index {self.path} was built with search form {self.reading_entries['search']['form']}, this installation "
+                f"reads {table_version()} (another Unicode or spacy-delink version): its search reading would not match "
+                f"these texts; rebuild it with `delink index <corpus> -o {self.path} --overwrite`"
+            )
+        return wanted
+
+    def tokenize(self, text: str, reading: str = "exact") -> tuple[Tokens, np.ndarray]:
+        """Tokens of ``text`` under the index's rules and one of its readings, and their keyed digests."""
+        hasher = self.hashers[reading]
+        tokens = hasher.tokenizer.tokenize(text)
+        return tokens, hasher.hash_tokens(tokens)
 
     def bytes_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())

@@ -5,7 +5,9 @@ the same tasks run in this process (``ThreadRunner``) or on Dask workers
 (``distributed.py``) and write the same bytes:
 
 1. ``tokenize_documents`` / ``tokenize_file`` (one task per corpus partition): tokens
-   (SPEC §1–2) → keyed digests, each position's segment room and local document number.
+   (SPEC §1–2, and §8 for the search reading: each document's tokens under every reading
+   the index holds, one after the other) → keyed digests, each position's segment room
+   and local document number.
 2. For each level n = 1..max_n:
 
    * ``emit_level`` (per partition): the positions that survive the reduction (below),
@@ -46,7 +48,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from ...corpus import CorpusStats, DocId, read_documents
-from ..tokenize import LinkageRules, Tokenizer
+from ..readings import DEFAULT_READINGS, tokenizer_for
+from ..tokenize import LinkageRules
 from . import codec, kernels
 from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file
 from .hashing import TokenHasher
@@ -156,69 +159,110 @@ def write_durable(path: Path, words: np.ndarray) -> str:
 
 @dataclass
 class PartitionResult:
-    """What one partition's tokenizing found: its ids in order and its counts."""
+    """What one partition's tokenizing found: its ids in order and its counts.
+
+    ``tokens`` counts every position the partition indexes, the tokens of all readings;
+    ``reading_tokens`` counts them per reading.
+    """
 
     partition: int
     doc_ids: list[DocId]
     tokens: int
     empty_documents: int
     skipped_lines: list[str] = field(default_factory=list)
+    reading_tokens: dict[str, int] = field(default_factory=dict)
 
 
-def _encode(tokenizer: Tokenizer, hasher: TokenHasher, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(digest per token, token count per text, segment room per token capped at 255)."""
-    tokens, counts = tokenizer.tokenize_batch(texts)
-    remaining = np.minimum(tokens.remaining, _REMAINING_CAP).astype(np.uint8)
-    return hasher.hash_tokens(tokens), counts, remaining
+def reading_hashers(rules: LinkageRules, secret: bytes, readings: Sequence[str], vocabulary_limit: int) -> list[TokenHasher]:
+    """One ``TokenHasher`` per reading, in the readings' order."""
+    return [TokenHasher(tokenizer_for(reading, rules), secret, vocabulary_limit) for reading in readings]
+
+
+def _encode(hashers: Sequence[TokenHasher], texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """(digest per token, token count per text, segment room per token capped at 255, tokens per reading).
+
+    With several readings each text's tokens are its tokens under every reading in turn,
+    each reading's first token starting a segment: the index counts every reading's
+    n-grams as n-grams of the same document, in key families that never meet
+    (``hashing.TokenHasher``), and no n-gram runs from one reading into the next.
+    """
+    parts = []
+    for hasher in hashers:
+        tokens, counts = hasher.tokenizer.tokenize_batch(texts)
+        remaining = np.minimum(tokens.remaining, _REMAINING_CAP).astype(np.uint8)
+        parts.append((hasher.hash_tokens(tokens), counts, remaining))
+    per_reading = [len(part[0]) for part in parts]
+    if len(parts) == 1:
+        return (*parts[0], per_reading)
+    counts = np.sum([part[1] for part in parts], axis=0)
+    text_start = np.cumsum(counts) - counts
+    digests = np.empty(int(counts.sum()), dtype=np.uint64)
+    remaining = np.empty(len(digests), dtype=np.uint8)
+    before = np.zeros(len(texts), dtype=np.int64)  # tokens of the earlier readings in each text
+    for part_digests, part_counts, part_remaining in parts:
+        part_start = np.cumsum(part_counts) - part_counts
+        at = np.repeat(text_start + before - part_start, part_counts) + np.arange(len(part_digests))
+        digests[at] = part_digests
+        remaining[at] = part_remaining
+        before += part_counts
+    return digests, counts, remaining, per_reading
 
 
 def tokenize_documents(
     store: WorkStore, partition: int, documents: Iterable[tuple[DocId, str]], rules: LinkageRules, secret: bytes,
-    vocabulary_limit: int, hasher: TokenHasher | None = None,
+    vocabulary_limit: int, hashers: Sequence[TokenHasher] | None = None, readings: Sequence[str] = DEFAULT_READINGS,
 ) -> PartitionResult:
-    """Tokenize one partition's documents into ``p<partition>.{tok,rem,doc}``.
+    """Tokenize one partition's documents into ``p<partition>.{tok,rem,doc}`` under ``readings``.
 
-    ``hasher`` (a ``TokenHasher`` for ``rules`` and ``secret``) may be shared by the
-    partitions of an in-process build, so that each distinct token is digested once; the
-    digests, hence the outputs, are the same with or without it.
+    ``hashers`` (``reading_hashers`` for ``rules``, ``secret`` and ``readings``) may be
+    shared by the partitions of an in-process build, so that each distinct token is
+    digested once; the digests, hence the outputs, are the same with or without them.
     """
-    if hasher is None:
-        hasher = TokenHasher(Tokenizer(rules), secret, vocabulary_limit)
-    tokenizer = hasher.tokenizer
+    if hashers is None:
+        hashers = reading_hashers(rules, secret, readings, vocabulary_limit)
     doc_ids: list[DocId] = []
     digests: list[np.ndarray] = []
     remaining: list[np.ndarray] = []
     counts: list[np.ndarray] = []
+    per_reading = np.zeros(len(hashers), dtype=np.int64)
     batch: list[str] = []
     chars = 0
+
+    def encode() -> None:
+        tok, count, rem, tokens = _encode(hashers, batch)
+        digests.append(tok)
+        counts.append(count)
+        remaining.append(rem)
+        per_reading[:] += tokens
+
     for doc_id, text in documents:
         doc_ids.append(doc_id)
         batch.append(text)
         chars += len(text)
         if chars >= BATCH_CHARS:
-            for column, values in zip((digests, counts, remaining), _encode(tokenizer, hasher, batch)):
-                column.append(values)
+            encode()
             batch, chars = [], 0
     if batch:
-        for column, values in zip((digests, counts, remaining), _encode(tokenizer, hasher, batch)):
-            column.append(values)
+        encode()
     count = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     tok = np.concatenate(digests) if digests else np.zeros(0, dtype=np.uint64)
     prefix = f"p{partition:05d}"
     store.put(f"{prefix}.tok", tok)
     store.put(f"{prefix}.rem", np.concatenate(remaining) if remaining else np.zeros(0, dtype=np.uint8))
     store.put(f"{prefix}.doc", np.repeat(np.arange(len(count), dtype=np.uint32), count))
-    return PartitionResult(partition, doc_ids, len(tok), int(np.count_nonzero(count == 0)))
+    tokens_by_reading = {hasher.tokenizer.reading: int(n) for hasher, n in zip(hashers, per_reading)}
+    return PartitionResult(partition, doc_ids, len(tok), int(np.count_nonzero(count == 0)), reading_tokens=tokens_by_reading)
 
 
 def tokenize_file(
     store: WorkStore, partition: int, path: str, text_field: str, id_field: str, skip_invalid: bool,
-    rules: LinkageRules, secret: bytes, vocabulary_limit: int,
+    rules: LinkageRules, secret: bytes, vocabulary_limit: int, readings: Sequence[str] = DEFAULT_READINGS,
 ) -> PartitionResult:
     """Read one corpus file (on the worker: a path every worker sees) and tokenize it."""
     stats = CorpusStats()
     result = tokenize_documents(
-        store, partition, read_documents([path], text_field, id_field, skip_invalid, stats), rules, secret, vocabulary_limit
+        store, partition, read_documents([path], text_field, id_field, skip_invalid, stats), rules, secret, vocabulary_limit,
+        readings=readings,
     )
     result.skipped_lines = stats.skipped_lines
     return result
@@ -253,7 +297,7 @@ def extend_level(
     )
 
 
-def warm_kernels(rules: LinkageRules) -> None:
+def warm_kernels(rules: LinkageRules, readings: Sequence[str] = DEFAULT_READINGS) -> None:
     """Load the compiled kernels of tokenizing and counting from numba's cache, on a tiny corpus.
 
     The first compiled call in a process costs ~0.5 s (numba sets itself up) and each
@@ -261,8 +305,7 @@ def warm_kernels(rules: LinkageRules) -> None:
     first partitions are read instead of in front of them. It calls the functions the
     build calls, with the same array types, so it loads the very signatures the build uses.
     """
-    tokenizer = Tokenizer(rules)
-    tok, counts, remaining = _encode(tokenizer, TokenHasher(tokenizer, bytes(KEY_BYTES), 1 << 10), ["warm up warm up"])
+    tok, counts, remaining, _ = _encode(reading_hashers(rules, bytes(KEY_BYTES), readings, 1 << 10), ["warm up warm up"])
     docs = np.repeat(np.arange(len(counts), dtype=np.uint32), counts)
     positions, keys = extend_level(np.arange(len(tok), dtype=np.uint32), tok, np.ones(len(tok), dtype=bool), remaining, tok, 2)
     kernels.group([keys], [docs[positions]])

@@ -113,6 +113,7 @@ def _open(path: Path, key_file: str | Path | None, ids_file: str | Path | None, 
     index = CorpusIndex(path, key_file=key_file, verify=True, ids_file=ids_file, strict_key_permissions=strict)
     if index.forward is None:
         raise InputError(not_updatable_message(path))
+    index.require_readings(index.readings)  # new documents are read as the index read the others
     return index
 
 
@@ -307,7 +308,7 @@ def update_index(
         scratch = sidecar(path, "partial")
         try:
             store = WorkStore(scratch / "_work", memory_mb * 1024 * 1024)
-            result = shards_module.tokenize_documents(store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT)
+            result = shards_module.tokenize_documents(store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=index.readings)
             new_tok, new_rem = store.get("p00000.tok", np.uint64), store.get("p00000.rem", np.uint8)
             local_doc = store.get("p00000.doc", np.uint32)
             counts = np.bincount(local_doc, minlength=len(accepted))
@@ -346,6 +347,11 @@ def update_index(
         manifest["format_version"] = FORMAT_VERSION
         manifest["documents"] = width
         manifest["tokens"] = index.tokens + len(new_tok)
+        if "readings" in manifest:
+            manifest["readings"] = {
+                reading: {**entry, "tokens": entry["tokens"] + result.reading_tokens[reading]}
+                for reading, entry in manifest["readings"].items()
+            }
         manifest["arrays"] = {**manifest["arrays"], **arrays}
         if ids is not None:
             manifest["doc_ids"] = {**manifest["doc_ids"], "ids_sha256": ids_digest(ids)}
@@ -412,7 +418,7 @@ def compact_index(
         secret = KeyFile(index.key_path).secret(index.manifest["key_id"], strict_key_permissions)
         keyed = index.manifest["doc_ids"].get("ids_sha256") is not None
         ids = index.doc_ids if keyed else []
-        builder = IndexBuilder(index.rules, memory_mb=memory_mb, progress=progress, shards=shards, updatable=True)
+        builder = IndexBuilder(index.rules, memory_mb=memory_mb, progress=progress, shards=shards, updatable=True, readings=index.readings)
         level1_keys = index.levels[1].keys_by_row()
         partial = sidecar(path, "partial")
         partial.mkdir()
@@ -420,6 +426,7 @@ def compact_index(
             _, arrays, shard_bits, forward_spec = builder.count_into(
                 partial, secret, summary, lambda runner, store: _forward_partitions(index, store, level1_keys)
             )
+            summary.reading_tokens = {reading: entry["tokens"] for reading, entry in index.reading_entries.items()}
             arrays[DOC_ID_DIGESTS] = write_digests(partial, index.doc_id_digests.tolist())
             summary.bytes_on_disk = sum(int(a["bytes"]) for a in arrays.values())
             summary.seconds = round(time.perf_counter() - started, 3)
