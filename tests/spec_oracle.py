@@ -1,6 +1,9 @@
 """A deliberately naive, character-by-character reading of ../shared/SPEC-linkage.md.
 
 It shares no code with the package: tests compare the fast index and detectors against it.
+Both readings are here: the exact one (§1–§7) and the search reading (§8: the search form
+of each character, phrases broken only by masks and paragraph ends), each function taking
+``reading``. The search form's look-alike table is data, read from the package's file.
 """
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 BREAK_CHARS = set('.,;:!?()[]{}"“”„«»…')
 MASK_PATTERNS = [r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*{3,}"]
@@ -29,8 +34,103 @@ def masked_chars(text: str) -> list[bool]:
     return masked
 
 
-def tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
+#: SPEC §8's Default_Ignorable code points (with U+FFF0–FFF8, the rest of the Unicode property).
+IGNORABLE = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+]
+CONFUSABLES = Path(__file__).resolve().parents[1] / "spacy_delink" / "linkage" / "data" / "confusables.txt"
+
+
+@lru_cache(maxsize=1)
+def prototypes() -> dict[str, str]:
+    table = {}
+    for line in CONFUSABLES.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            source, target = line.split("\t")
+            table[chr(int(source, 16))] = "".join(chr(int(x, 16)) for x in target.split())
+    return table
+
+
+def ignorable(ch: str) -> bool:
+    return any(a <= ord(ch) <= b for a, b in IGNORABLE)
+
+
+def plain(text: str) -> str:
+    """Decomposed, without combining marks or ignorable characters."""
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c)[0] != "M" and not ignorable(c))
+
+
+def lower(text: str) -> str:
+    return plain(plain(text).casefold())
+
+
+def letter_or_digit(ch: str) -> bool:
+    return not ch.isascii() and unicodedata.category(ch)[0] in "LN"
+
+
+def look_alike(text: str) -> str:
+    """Each non-ASCII letter or digit replaced by its prototype, then lower-cased, until nothing changes."""
+    for _ in range(4):
+        mapped = lower("".join(prototypes().get(c, c) if letter_or_digit(c) else c for c in text))
+        if mapped == text:
+            break
+        text = mapped
+    return text
+
+
+def latin_base(ch: str) -> str:
+    found = re.match(r"LATIN (?:SMALL |CAPITAL )?LETTER (?:SMALL CAPITAL )?([A-Z])(?: WITH |$)", unicodedata.name(ch, ""))
+    return found.group(1).lower() if found else ch
+
+
+def search_form(ch: str) -> str:
+    """SPEC §8's search form of one character (the readings docs/linkage-rules.md §8 chose)."""
+    if ignorable(ch):
+        return ""
+    out = ""
+    for c in plain(unicodedata.normalize("NFKC", ch)):
+        if not letter_or_digit(c):
+            out += lower(c)
+            continue
+        # the letter as written looks like its prototype; a capital that looks like "l" is a capital I
+        target = prototypes().get(c, c)
+        if target == "l" and unicodedata.category(c) in ("Lu", "Lt"):
+            target = "I"
+        out += "".join(x if x.isascii() else latin_base(x) for x in look_alike(lower(target)))
+    return out
+
+
+def search_tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
+    """SPEC §8's tokens (offsets into ``text``) and, after the first, whether the gap before each breaks."""
+    masked = masked_chars(text)
+    chars = [(c, i) for i, ch in enumerate(text) for c in search_form(ch)]
+    word = [c.isalnum() and not masked[i] for c, i in chars]
+    tokens: list[OracleToken] = []
+    bounds: list[tuple[int, int]] = []  # in ``chars``
+    j = 0
+    while j < len(chars):
+        if word[j]:
+            end = j
+            while end < len(chars) and word[end]:
+                end += 1
+            tokens.append(OracleToken(chars[j][1], chars[end - 1][1] + 1, "".join(c for c, _ in chars[j:end])))
+            bounds.append((j, end))
+            j = end
+        else:
+            j += 1
+    breaks = [True]
+    for (_, left_end), (right_start, _) in zip(bounds, bounds[1:]):
+        gap = chars[left_end:right_start]
+        breaks.append(any(masked[i] for _, i in gap) or re.search(r"\n[ \t\r]*\n", "".join(c for c, _ in gap)) is not None)
+    return tokens, breaks
+
+
+def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list[bool]]:
     """Tokens and, for each token after the first, whether the gap before it breaks."""
+    if reading == "search":
+        return search_tokenize(text)
     masked = masked_chars(text)
     word = [
         (ch.isalnum() or unicodedata.category(ch).startswith("M")) and not masked[i] for i, ch in enumerate(text)
@@ -59,9 +159,9 @@ def tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
     return tokens, breaks
 
 
-def occurrences(text: str, max_n: int) -> list[tuple[int, int, tuple[str, ...], int, int]]:
+def occurrences(text: str, max_n: int, reading: str = "exact") -> list[tuple[int, int, tuple[str, ...], int, int]]:
     """(first token, n, key, start char, end char) of every n-gram occurrence."""
-    tokens, breaks = tokenize(text)
+    tokens, breaks = tokenize(text, reading)
     found = []
     for i in range(len(tokens)):
         for n in range(1, max_n + 1):
@@ -73,23 +173,24 @@ def occurrences(text: str, max_n: int) -> list[tuple[int, int, tuple[str, ...], 
 
 
 def postings(
-    corpus: list[str], max_n: int, only: set[tuple[str, ...]] | None = None
+    corpus: list[str], max_n: int, only: set[tuple[str, ...]] | None = None, reading: str = "exact"
 ) -> dict[tuple[str, ...], set[int]]:
     """Posting list of every n-gram key of the corpus (or of the keys in ``only``)."""
     index: dict[tuple[str, ...], set[int]] = {}
     for doc_no, text in enumerate(corpus):
-        for _, _, key, _, _ in occurrences(text, max_n):
+        for _, _, key, _, _ in occurrences(text, max_n, reading):
             if only is None or key in only:
                 index.setdefault(key, set()).add(doc_no)
     return index
 
 
 def assess(
-    corpus: list[str], text: str, k: int, max_n: int, index: dict[tuple[str, ...], set[int]] | None = None
+    corpus: list[str], text: str, k: int, max_n: int, index: dict[tuple[str, ...], set[int]] | None = None,
+    reading: str = "exact",
 ) -> dict[str, object]:
     """Minimal linkable set (start, end, support) and arity-1 anonymity, by definition."""
-    index = postings(corpus, max_n) if index is None else index
-    occ = occurrences(text, max_n)
+    index = postings(corpus, max_n, reading=reading) if index is None else index
+    occ = occurrences(text, max_n, reading)
     linkable = {(o[0], o[1]): o for o in occ if 1 <= len(index.get(o[2], ())) < k}
     minimal = []
     for (i, n), o in linkable.items():
@@ -100,10 +201,10 @@ def assess(
     return {"ngrams": sorted(minimal), "anonymity": min(supports) if supports else None}
 
 
-def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity: int) -> dict[str, object]:
+def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity: int, reading: str = "exact") -> dict[str, object]:
     """SPEC §5–6 by enumeration: candidate keys, minimal linkable combinations, anonymity."""
-    index = postings(corpus, max_n)
-    occ = occurrences(text, max_n)
+    index = postings(corpus, max_n, reading=reading)
+    occ = occurrences(text, max_n, reading)
     frequent = [o for o in occ if len(index.get(o[2], ())) >= k]
     maximal = [
         o
@@ -127,7 +228,7 @@ def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity:
         for combo, support in linkable_sets
         if not any(other < combo for other, _ in linkable_sets)
     ]
-    arity1 = assess(corpus, text, k, max_n)["anonymity"]
+    arity1 = assess(corpus, text, k, max_n, reading=reading)["anonymity"]
     supports = [s for _, s in linkable_sets] + ([arity1] if arity1 is not None else [])
     # The report order: size, then support, then the members' start offsets.
     report = sorted(
@@ -149,10 +250,12 @@ def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity:
     }
 
 
-def linkable_combinations(corpus: list[str], text: str, k: int, max_n: int, arity: int) -> list[tuple[frozenset[tuple[str, ...]], int]]:
+def linkable_combinations(
+    corpus: list[str], text: str, k: int, max_n: int, arity: int, reading: str = "exact"
+) -> list[tuple[frozenset[tuple[str, ...]], int]]:
     """Every linkable combination (minimal or not) of the text's candidate keys, with its support."""
-    index = postings(corpus, max_n)
-    occ = occurrences(text, max_n)
+    index = postings(corpus, max_n, reading=reading)
+    occ = occurrences(text, max_n, reading)
     frequent = [o for o in occ if len(index.get(o[2], ())) >= k]
     maximal = {
         o[2]
@@ -168,12 +271,24 @@ def linkable_combinations(corpus: list[str], text: str, k: int, max_n: int, arit
     return found
 
 
-def maximal_occurrences(corpus: list[str], text: str, k: int, max_n: int) -> dict[tuple[str, ...], list[tuple[int, int]]]:
+def maximal_occurrences(
+    corpus: list[str], text: str, k: int, max_n: int, reading: str = "exact"
+) -> dict[tuple[str, ...], list[tuple[int, int]]]:
     """Token ranges [first, last] of every maximal frequent occurrence, by key."""
-    index = postings(corpus, max_n)
-    frequent = [o for o in occurrences(text, max_n) if len(index.get(o[2], ())) >= k]
+    index = postings(corpus, max_n, reading=reading)
+    frequent = [o for o in occurrences(text, max_n, reading) if len(index.get(o[2], ())) >= k]
     found: dict[tuple[str, ...], list[tuple[int, int]]] = {}
     for o in frequent:
         if not any(p[0] <= o[0] and o[0] + o[1] <= p[0] + p[1] and (p[0], p[1]) != (o[0], o[1]) for p in frequent):
             found.setdefault(o[2], []).append((o[0], o[0] + o[1] - 1))
     return found
+
+
+def protected(corpus: list[str], text: str, k: int, max_n: int, arity: int, readings: tuple[str, ...] = ("exact", "search")) -> bool:
+    """SPEC §7 with §8: no linkable n-gram and not combination-linkable under every reading."""
+    for reading in readings:
+        if assess(corpus, text, k, max_n, reading=reading)["ngrams"]:
+            return False
+        if arity >= 2 and assess_combinations(corpus, text, k, max_n, arity, reading)["combination_linkable"]:
+            return False
+    return True

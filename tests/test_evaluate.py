@@ -192,11 +192,14 @@ def test_bad_inputs_leave_documents_out_with_their_count(tiny: dict[str, Path]) 
     assert excluded["duplicate_deidentified"]["ids"] == ["b"]
     assert excluded["no_source"]["ids"] == ["zzz"]
     assert excluded["no_protected"]["ids"] == ["c"]
-    assert excluded["not_derived"]["ids"] == ["d"]  # its edit names "bread", which d's text lacks
-    assert metrics["documents"]["excluded_total"] == 4
+    assert "not_derived" not in excluded  # d stays in the metrics ...
+    assert metrics["documents"]["protected_not_derived"]["ids"] == ["d"]  # its edit names "bread", which d's text lacks
+    assert metrics["documents"]["excluded_total"] == 3
     assert metrics["documents"]["protected_not_in_deidentified"]["ids"] == ["extra"]
-    assert metrics["documents"]["evaluated"] == 1
-    assert [row["id"] for row in metrics["per_document"]] == ["a"]
+    assert metrics["documents"]["evaluated"] == 2
+    assert [row["id"] for row in metrics["per_document"]] == ["a", "d"]
+    d_after = next(row for row in metrics["per_document"] if row["id"] == "d")["after"]
+    assert all(cell["linkable"] and cell["unverified"] for cell in d_after)  # ... counted linkable after protection
 
 
 def test_inputs_that_cannot_be_evaluated_are_refused(tiny: dict[str, Path]) -> None:

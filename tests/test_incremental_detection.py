@@ -19,7 +19,7 @@ import pytest
 import spacy
 
 import spec_oracle
-from spacy_delink.linkage.attack import Detection, detect
+from spacy_delink.linkage.attack import Detection, ReadingDetection, detect
 from spacy_delink.linkage.cover import STRATEGIES
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
@@ -62,11 +62,19 @@ def masked(text: str, ranges: list[tuple[int, int]], mask: str = MASK) -> str:
 
 
 def same_detection(incremental: Detection, full: Detection) -> None:
-    """Every part of the two detections that anything reads is equal."""
+    """Every part of the two detections that anything reads is equal, under every reading."""
     assert incremental.text == full.text
     assert (incremental.protected, incremental.anonymity, incremental.combination_linkable) == (
         full.protected, full.anonymity, full.combination_linkable
     )
+    assert incremental.readings == full.readings
+    for mine_part, full_part in zip(incremental.parts, full.parts):
+        same_reading(mine_part, full_part)
+
+
+def same_reading(incremental: ReadingDetection, full: ReadingDetection) -> None:
+    """One reading's lookups, candidates, pair supports, combinations and scores are equal."""
+    assert (incremental.protected, incremental.anonymity) == (full.protected, full.anonymity)
     mine, theirs = incremental.analysis, full.analysis
     for name in ("starts", "ends", "segment_start"):
         assert np.array_equal(getattr(mine.tokens, name), getattr(theirs.tokens, name))
@@ -106,8 +114,8 @@ def same_covers(incremental: Detection, full: Detection) -> None:
 
 
 def random_token_ranges(rng: random.Random, detection: Detection) -> list[tuple[int, int]]:
-    """A few random runs of whole tokens, as character ranges."""
-    tokens = detection.analysis.tokens
+    """A few random runs of whole tokens (of every reading: units), as character ranges."""
+    tokens = detection.units
     count = len(tokens)
     if not count:
         return []
@@ -173,7 +181,7 @@ def test_edits_the_incremental_path_cannot_take(tmp_path: Path, seed: int) -> No
     _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
     for text in texts:
         detection = detect(index, text, k, arity)
-        tokens = detection.analysis.tokens
+        tokens = detection.units
         long_tokens = [i for i in range(len(tokens)) if tokens.ends[i] - tokens.starts[i] >= 2]
         if not long_tokens:
             continue

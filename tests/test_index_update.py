@@ -94,18 +94,18 @@ def test_updates_answer_as_a_fresh_build_of_the_union(
     texts = [text for _, text in corpus[:3]] + [" ".join(text for _, text in corpus[-2:]), "farm river a b c d e"]
     for k in range(2, 6):
         for text in texts:
-            assert spec_oracle.assess([t for _, t in corpus], text, k, RULES.max_n) == {
-                "ngrams": sorted((o["start"], o["end"], o["support"]) for o in assess_text(updated, 0, text, k)["ngrams"]),
-                "anonymity": _arity1_anonymity(updated, text, k),
-            }
+            for reading in ("exact", "search"):
+                assert spec_oracle.assess([t for _, t in corpus], text, k, RULES.max_n, reading=reading) == _arity1(updated, text, k, reading)
         for arity in (1, 2, 3):
             assert records(updated, texts, k, arity) == records(fresh, texts, k, arity)
 
 
-def _arity1_anonymity(index: CorpusIndex, text: str, k: int) -> int | None:
+def _arity1(index: CorpusIndex, text: str, k: int, reading: str) -> dict[str, Any]:
+    """What ``spec_oracle.assess`` answers, under one reading."""
     from spacy_delink.linkage.ngrams import analyze
 
-    return analyze(index, text, k).anonymity()
+    analysis = analyze(index, text, k, reading=reading)
+    return {"ngrams": sorted((o.start, o.end, o.support) for o in analysis.minimal()), "anonymity": analysis.anonymity()}
 
 
 def test_an_ngram_the_base_never_counted_gets_its_base_document(tmp_path: Path) -> None:
@@ -325,7 +325,8 @@ def test_the_forward_store_is_encrypted_under_the_index_key(tmp_path: Path, monk
     index = CorpusIndex(tmp_path / "index")
     assert index.forward is not None
     rows, rem, _ = index.forward[0].tokens(0, index.documents)
-    assert index.levels[1].keys_by_row()[rows].tolist() == index.tokenize(" ".join(t for _, t in corpus))[1].tolist()
+    expected = [key for _, text in corpus for reading in index.readings for key in index.tokenize(text, reading)[1].tolist()]
+    assert index.levels[1].keys_by_row()[rows].tolist() == expected  # each document's tokens under each reading in turn
     bits = index.manifest["forward"]["bits"]
     raw = np.fromfile(tmp_path / "index" / "forward.rows", dtype="<u8")
     clear = forward.token_values(rows, rem)

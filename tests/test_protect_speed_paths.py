@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from spacy_delink.linkage import combinations, cover
-from spacy_delink.rewrite.masking import stab
+from spacy_delink.linkage.stabbing import stab
 
 
 def _random_bits(rng: np.random.Generator, rows: int, documents: int, density: float) -> np.ndarray:

@@ -36,7 +36,7 @@ from spacy_delink.llm.tasks.rewrite import content
 from spacy_delink.llm.tasks.rewrite.content import introduced_content
 from spacy_delink.llm.tasks.rewrite.task import REJECTION_REASONS
 from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
-from spacy_delink.rewrite.masking import stab
+from spacy_delink.linkage.stabbing import stab
 
 CORPUS = [
     "The applicant's farm near the river Mura was sold.",

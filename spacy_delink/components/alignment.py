@@ -192,6 +192,25 @@ def align(doc: Doc, starts: np.ndarray, ends: np.ndarray) -> Alignment:
     return Alignment(kept, first, stop, token_starts[first], token_ends[stop - 1])
 
 
+def merge_aligned(alignment: Alignment, support: np.ndarray, readings: np.ndarray) -> tuple[Alignment, np.ndarray, np.ndarray]:
+    """The distinct spans of an alignment, in text order, each with the smallest ``support``
+    and the union (bitwise or) of the ``readings`` bits of the ranges that align to it.
+
+    Two phrases can align to one span (they expand to the same tokens, or one phrase links
+    under several readings): the span then holds the most severe support, never the last one written.
+    """
+    order = np.lexsort((alignment.end_char, alignment.start_char))
+    starts, ends = alignment.start_char[order], alignment.end_char[order]
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = (starts[1:] != starts[:-1]) | (ends[1:] != ends[:-1])
+    first = np.flatnonzero(new)
+    chosen = order[first]
+    merged = Alignment(alignment.kept[chosen], alignment.first[chosen], alignment.stop[chosen], starts[first], ends[first])
+    if not len(first):
+        return merged, np.asarray(support, dtype=np.int64)[:0], np.asarray(readings, dtype=np.int64)[:0]
+    return merged, np.minimum.reduceat(np.asarray(support)[order], first), np.bitwise_or.reduceat(np.asarray(readings)[order], first)
+
+
 def expanded_spans(doc: Doc, offsets: Sequence[tuple[int, int]], label: str) -> list[Span | None]:
     """``align`` for a list of ``(start, end)`` ranges: a span for each, or None where it overlaps no token."""
     ranges = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)

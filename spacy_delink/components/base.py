@@ -2,7 +2,8 @@
 
 The index is opened on first use (or in ``initialize``), never at construction, so
 ``spacy.load`` stays cheap and forked ``n_process`` workers map it themselves. Components
-naming the same index and key share one open :class:`CorpusIndex` per process.
+naming the same index and key share one open :class:`CorpusIndex` per process, and open it
+again when it changes on disk (``delink index --update``, ``delink compact``, a rebuild).
 
 Settings live in the config only (``index``, ``k``, ``key_file``, ``copy_index``, ...):
 ``nlp.to_disk`` writes ``config.cfg`` and each component writes *data* only, which is
@@ -20,7 +21,7 @@ import os
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -33,6 +34,7 @@ from ..errors import InputError
 from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.keys import KEY_ENV, resolve_key_path
 from ..linkage.ngrams import check_k
+from ..linkage.readings import DEFAULT_READINGS, check_readings
 from .alignment import DocText
 from .extensions import register_extensions
 
@@ -58,12 +60,15 @@ class IndexedComponent(ABC):
         verify: bool,
         copy_index: bool,
         scorer: Optional[ScoreFunction] = None,
+        readings: Sequence[str] = DEFAULT_READINGS,
     ) -> None:
         register_extensions()
         self.name = name
         self.configured_index = index
         self.index_path = index  # what is opened: the configured index, or the pipeline's copy
         self.k = check_k(k)
+        #: The readings of the rules checked (SPEC §8); the index must hold each of them.
+        self.readings = check_readings(readings)
         self.key_file = key_file
         self.verify = verify
         self.copy_index = copy_index
@@ -78,6 +83,9 @@ class IndexedComponent(ABC):
 
     @property
     def index(self) -> CorpusIndex:
+        """The index as it is on disk now: opened on first use, and opened again when an update,
+        a compaction or a rebuild has replaced it since (``open_index`` compares the manifest
+        in place with the one opened), so no answer ever comes from an index that is gone."""
         if self._index is None:
             if not self.index_path:
                 raise InputError(
@@ -90,8 +98,11 @@ class IndexedComponent(ABC):
                     f"the working directory, {Path.cwd()}); set components.{self.name}.index in the config "
                     "or save the pipeline with copy_index = true"
                 )
-            self._index = open_index(self.index_path, self.key_path, self.verify)
-        return self._index
+        index = open_index(self.index_path, self.key_path, self.verify)
+        if index is not self._index:
+            index.require_readings(self.readings)
+            self._index = index
+        return index
 
     def initialize(self, get_examples: Callable[[], Iterable[Any]] | None = None, *, nlp: Language | None = None) -> None:
         """Open the index now, so a bad path or key fails at ``nlp.initialize()``."""

@@ -1,14 +1,20 @@
-"""The ``delink_combinations`` component: SPEC §5 combinations and what to rephrase, on Docs."""
+"""The ``delink_combinations`` component: SPEC §5 combinations and what to rephrase, on Docs.
+
+Combinations are searched under every reading checked (SPEC §8); each one in
+``doc._.delink_combinations`` names the readings it links under (one entry when several
+find the same members), and ``max_combinations`` caps each reading's list.
+"""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Span
 
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
+from ..linkage.readings import DEFAULT_READINGS
 from .alignment import expanded_spans, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import SCORE_WEIGHTS, record_anonymity
@@ -35,38 +41,58 @@ class CombinationDetector(IndexedComponent):
         copy_index: bool,
         scorer: Optional[ScoreFunction] = None,
         flagging: str = DEFAULT_STRATEGY,
+        readings: Sequence[str] = DEFAULT_READINGS,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
         self.arity = check_arity(arity)
         self.max_combinations = check_max_combinations(max_combinations)
         self.flagging = check_strategy(flagging)  # what ``to_rephrase`` holds (docs/flagging.md)
 
     def __call__(self, doc: Doc) -> Doc:
-        detection = detect(self.index, self.doc_text(doc), self.k, self.arity, self.max_combinations, self.flagging)
-        result = detection.combinations
-        assert result is not None  # arity >= 2
-        reported = list(result.head(self.max_combinations))
-        members = sorted(
-            {m for combination in reported for m in combination.members},
-            key=lambda m: (result.candidates[m].start, result.candidates[m].end),
+        detection = detect(
+            self.index, self.doc_text(doc), self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings
         )
-        aligned = expanded_spans(doc, [(result.candidates[m].start, result.candidates[m].end) for m in members], COMBO_LABEL)
-        member_spans = {m: span for m, span in zip(members, aligned) if span is not None}  # in text order
-        position = {member: i for i, member in enumerate(member_spans)}
-        in_combinations: list[list[int]] = [[] for _ in position]
-        for number, combination in enumerate(reported):
-            for member in combination.members:
-                if member in position:
-                    in_combinations[position[member]].append(number)
-        spans = list(member_spans.values())
+        reported = [
+            (part.reading, part.combinations, combination)
+            for part in detection.parts
+            if part.combinations is not None
+            for combination in part.combinations.head(self.max_combinations)
+        ]
+        # one span per distinct member span (members of several readings, or phrases that expand to the same tokens, share it)
+        candidates = {
+            (reading, m): result.candidates[m] for reading, result, combination in reported for m in combination.members
+        }
+        keys = sorted(candidates, key=lambda key: (candidates[key].start, candidates[key].end))
+        aligned = expanded_spans(doc, [(candidates[key].start, candidates[key].end) for key in keys], COMBO_LABEL)
+        span_of: dict[tuple[str, int], Span] = {}
+        by_offsets: dict[tuple[int, int], Span] = {}
+        for key, span in zip(keys, aligned):
+            if span is not None:
+                span_of[key] = by_offsets.setdefault((span.start_char, span.end_char), span)
+        spans = sorted(by_offsets.values(), key=lambda span: (span.start_char, span.end_char))
+        position = {(span.start_char, span.end_char): i for i, span in enumerate(spans)}
+        support = [min(candidates[key].support for key in span_of if span_of[key] is span) for span in spans]
+        in_combinations: list[list[int]] = [[] for _ in spans]
+        records: dict[tuple[int, ...], dict[str, Any]] = {}  # one per member spans: readings that find the same name both
+        for reading, _, combination in reported:
+            members = tuple(sorted({
+                position[(span_of[(reading, m)].start_char, span_of[(reading, m)].end_char)]
+                for m in combination.members if (reading, m) in span_of
+            }))
+            record = records.get(members)
+            if record is None:
+                for member in members:
+                    in_combinations[member].append(len(records))
+                records[members] = {"members": list(members), "support": combination.support, "readings": [reading]}
+            else:
+                record["support"] = min(record["support"], combination.support)
+                record["readings"].append(reading)
         start_char, end_char = [span.start_char for span in spans], [span.end_char for span in spans]
-        set_span_values(doc, "delink_support", start_char, end_char, [result.candidates[m].support for m in member_spans])
+        set_span_values(doc, "delink_support", start_char, end_char, support)
         set_span_values(doc, "delink_combinations", start_char, end_char, in_combinations)
         doc.spans[COMBINATION_SPANS] = spans
-        doc._.delink_combinations = [
-            {"members": [position[m] for m in c.members if m in position], "support": c.support} for c in reported
-        ]
-        doc._.delink_combination_linkable = result.combination_linkable
+        doc._.delink_combinations = list(records.values())
+        doc._.delink_combination_linkable = detection.combination_linkable
         rephrase = expanded_spans(doc, [(o.start, o.end) for o in detection.to_rephrase()], REPHRASE_LABEL)
         doc.spans[REPHRASE_SPANS] = [span for span in rephrase if span is not None]
         record_anonymity(doc, self.name, detection.anonymity)
@@ -95,6 +121,7 @@ class CombinationDetector(IndexedComponent):
         "copy_index": False,
         "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
         "flagging": DEFAULT_STRATEGY,
+        "readings": list(DEFAULT_READINGS),
     },
 )
 def make_combination_detector(
@@ -109,8 +136,9 @@ def make_combination_detector(
     copy_index: bool,
     scorer: Optional[ScoreFunction],
     flagging: str,
+    readings: list[str],
 ) -> CombinationDetector:
     """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
     return CombinationDetector(
-        nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index, scorer, flagging=flagging
+        nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index, scorer, flagging=flagging, readings=readings
     )

@@ -84,6 +84,7 @@ def register_extensions() -> None:
     register(Doc, "delink_combinations")
     register(Doc, "delink_combination_linkable", default=False)
     register(Span, "delink_support")
+    register(Span, "delink_readings")
     register(Span, "delink_risk", getter=_span_risk)
     register(Span, "delink_combinations")
     register(Token, "delink_risk", getter=_token_risk)

@@ -6,7 +6,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import spacy
 from spacy.language import Language
@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..linkage.attack import Detection, detect
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
 from ..linkage.combinations import check_arity
+from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
 from ..llm.models.mask import MaskModel
 from ..llm.tasks.rewrite.task import RewriteTask
@@ -65,8 +66,9 @@ class DelinkRewriter(IndexedComponent):
         scorer: Optional[ScoreFunction] = None,
         flagging: str = DEFAULT_STRATEGY,
         threads: int = 0,
+        readings: Sequence[str] = DEFAULT_READINGS,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
         self.keep_source = keep_source
         self.flagging = check_strategy(flagging)
         self.threads = resolve_threads(threads)
@@ -123,8 +125,7 @@ class DelinkRewriter(IndexedComponent):
     def _check_mask(self) -> None:
         """A mask that the index tokenizes would not break n-grams: refuse it."""
         if not self._mask_checked:
-            tokens, _ = self.index.tokenize(self.mask)
-            if len(tokens):
+            if any(len(self.index.tokenize(self.mask, reading)[0]) for reading in self.readings):
                 raise InputError(
                     f"mask {self.mask!r} yields tokens under the index's rules, so it would not break n-grams; "
                     "use one matching the index's mask patterns, e.g. [REDACTED]"
@@ -132,7 +133,13 @@ class DelinkRewriter(IndexedComponent):
             self._mask_checked = True
 
     def _detect(self, text: str) -> Detection:
-        return detect(self.index, text, self.k, self.arity, flagging=self.flagging)
+        return detect(self.index, text, self.k, self.arity, flagging=self.flagging, readings=self.readings)
+
+    def still_protected(self, text: str) -> bool:
+        """SPEC §7 (every reading checked) for ``text`` under this component's (k, arity) and index now."""
+        return detect(
+            self.index, text, self.k, self.arity, flagging=self.flagging, exact_frequent=False, readings=self.readings
+        ).protected
 
     def cache_path(self) -> Optional[Path]:
         """Where spacy-llm caches answers: ``auto`` = one folder per prompt template and model."""
@@ -176,10 +183,12 @@ class DelinkRewriter(IndexedComponent):
         return loop.run(texts)
 
     def _protected_here(self, result: RewriteResult) -> bool:
-        """SPEC §7 passed on exactly ``result.text`` under this component's (k, arity) and index (``_detect``)."""
+        """SPEC §7 passed on exactly ``result.text`` under this component's (k, arity, readings) and index (``_detect``)."""
         detection = result.detection
-        arity = detection.combinations.arity if detection.combinations is not None else 1
-        return detection.text == result.text and detection.k == self.k and arity == self.arity and detection.protected
+        return (
+            detection.text == result.text and detection.k == self.k and detection.arity == self.arity
+            and detection.readings == self.readings and detection.index is self.index and detection.protected
+        )
 
     def published_edits(self, edits: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The edits as they may leave the component: each one's ``original`` (a source phrase) only with ``keep_source``."""
@@ -260,6 +269,7 @@ class DelinkRewriter(IndexedComponent):
         "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
         "flagging": DEFAULT_STRATEGY,
         "threads": 0,
+        "readings": list(DEFAULT_READINGS),
     },
 )
 def make_rewriter(
@@ -283,12 +293,13 @@ def make_rewriter(
     scorer: Optional[ScoreFunction],
     flagging: str,
     threads: int,
+    readings: list[str],
 ) -> DelinkRewriter:
     """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
     return DelinkRewriter(
         nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
         cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
-        threads=threads,
+        threads=threads, readings=readings,
     )
 
 

@@ -1,18 +1,21 @@
 """The ``delink_risk`` component: SPEC §4's minimal linkable set on spaCy Docs.
 
-Phrases are found on ``doc.text`` with the index's own tokenization and aligned to the
-pipeline's tokens by character offsets (expanding to token boundaries), so any spaCy
-language and tokenizer works.
+Phrases are found on ``doc.text`` with the index's own tokenization, under every reading
+checked (SPEC §8), and aligned to the pipeline's tokens by character offsets (expanding to
+token boundaries), so any spaCy language and tokenizer works. A span found under several
+readings, or several phrases that align to one span, is one span with the smallest
+support (``span._.delink_support``) and the readings it links under (``span._.delink_readings``).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..linkage.ngrams import analyze
-from .alignment import align, set_span_values
+from ..linkage.ngrams import analyze, minimal_across, reading_names
+from ..linkage.readings import DEFAULT_READINGS
+from .alignment import align, merge_aligned, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
 
@@ -33,19 +36,23 @@ class LinkageRiskAnnotator(IndexedComponent):
         copy_index: bool,
         spans_key: str,
         scorer: Optional[ScoreFunction] = None,
+        readings: Sequence[str] = DEFAULT_READINGS,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer)
+        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
         self.spans_key = spans_key
 
     def __call__(self, doc: Doc) -> Doc:
-        analysis = analyze(self.index, self.doc_text(doc), self.k, exact_frequent=False)
-        found = analysis.minimal_arrays()
+        text = self.doc_text(doc)
+        analyses = [analyze(self.index, text, self.k, exact_frequent=False, reading=reading) for reading in self.readings]
+        found = minimal_across(analyses)
         aligned = align(doc, found["start"], found["end"])
-        support = found["support"][aligned.kept]
-        set_span_values(doc, "delink_support", aligned.start_char, aligned.end_char, support.tolist())
-        doc.spans[self.spans_key] = aligned.span_group(doc, self.spans_key, NGRAM_LABEL)
-        set_token_risks(doc, aligned.first, aligned.stop, 1.0 / support)
-        record_anonymity(doc, self.name, analysis.anonymity())
+        spans, support, bits = merge_aligned(aligned, found["support"][aligned.kept], found["readings"][aligned.kept])
+        set_span_values(doc, "delink_support", spans.start_char, spans.end_char, support.tolist())
+        set_span_values(doc, "delink_readings", spans.start_char, spans.end_char, [reading_names(b) for b in bits.tolist()])
+        doc.spans[self.spans_key] = spans.span_group(doc, self.spans_key, NGRAM_LABEL)
+        set_token_risks(doc, spans.first, spans.stop, 1.0 / support)
+        found_anonymity = [a for a in (analysis.anonymity() for analysis in analyses) if a is not None]
+        record_anonymity(doc, self.name, min(found_anonymity) if found_anonymity else None)
         return doc
 
 
@@ -57,6 +64,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         "doc._.delink_risk",
         "span._.delink_support",
         "span._.delink_risk",
+        "span._.delink_readings",
         "token._.delink_risk",
     ],
     default_config={
@@ -67,6 +75,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         "copy_index": False,
         "spans_key": "linkable",
         "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
+        "readings": list(DEFAULT_READINGS),
     },
     default_score_weights=SCORE_WEIGHTS,
 )
@@ -80,6 +89,7 @@ def make_risk_annotator(
     copy_index: bool,
     spans_key: str,
     scorer: Optional[ScoreFunction],
+    readings: list[str],
 ) -> LinkageRiskAnnotator:
     """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
-    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer)
+    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer, readings)

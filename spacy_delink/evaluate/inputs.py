@@ -4,7 +4,10 @@ Nothing is trusted: ids must be strings or integers, a duplicated id leaves the 
 cannot tell which copy is meant), a protected record's edits must replay exactly from
 the de-identified text (otherwise it does not derive from it), and the original file must
 be the collection the index was built from (same ids, same number of tokens). Documents
-that cannot be joined are counted and named, and metrics use the rest.
+that cannot be joined are counted and named, and metrics use the rest. A protected text
+that cannot be verified to derive from its de-identified text (its edits do not replay,
+or it has none) stays in the metrics and counts as linkable after protection: a text
+that may have been edited after it was checked is never counted as protected.
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ EXCLUSION_REASONS = {
     "no_source": "id not in the original collection",
     "duplicate_protected": "id occurs more than once in the protected file",
     "no_protected": "no protected record with this id",
-    "not_derived": "protected text does not derive from the de-identified text (its edits do not replay)",
 }
 
 
@@ -39,13 +41,17 @@ class Document:
     protected: str | None = None
     edits: list[dict[str, Any]] | None = None  # as recorded by ``delink protect``; None when absent
     settings: dict[str, Any] | None = None  # what the protected record says it was protected under
+    #: Whether the protected text is shown to derive from the de-identified one (its edits replay);
+    #: a text that is not counts as linkable after protection.
+    derived: bool = True
 
 
 @dataclass
 class Joined:
     documents: list[Document]
     excluded: dict[str, list[DocId]] = field(default_factory=dict)
-    unverified: list[DocId] = field(default_factory=list)  # protected records without edits to replay
+    unverified: list[DocId] = field(default_factory=list)  # protected records without edits to replay (counted linkable after)
+    not_derived: list[DocId] = field(default_factory=list)  # protected records whose edits do not replay (counted linkable after)
     extra_protected: list[DocId] = field(default_factory=list)  # protected ids absent from the de-identified file
     has_protected: bool = False
 
@@ -124,7 +130,8 @@ def check_original(index: CorpusIndex, original: Path) -> list[tuple[DocId, str]
             f"{unknown:,} with ids the index lacks, {index.documents - len(documents):,} of the index's documents missing); "
             "pass the indexed corpus as --original"
         )
-    tokens = sum(len(index.tokenizer.tokenize(text)) for _, _, text in documents)
+    tokenizer = index.hashers[index.readings[0]].tokenizer  # ``index.tokens`` counts that reading's tokens
+    tokens = sum(len(tokenizer.tokenize(text)) for _, _, text in documents)
     if tokens != index.tokens:
         raise InputError(
             f"{original} has the index's ids but {tokens:,} tokens where index {index.path} counted {index.tokens:,}; "
@@ -171,11 +178,13 @@ def join(index: CorpusIndex, deidentified: Path, protected: Path | None) -> Join
             document.settings = _protection_settings(record)
             if "edits" in record:
                 if replay_edits(document.deidentified, record["edits"]) != document.protected:
-                    excluded["not_derived"].append(document.id)
-                    continue
-                document.edits = record["edits"]
+                    joined.not_derived.append(document.id)
+                    document.derived = False
+                else:
+                    document.edits = record["edits"]
             elif document.protected != document.deidentified:
                 joined.unverified.append(document.id)
+                document.derived = False
             kept.append(document)
         documents = kept
     joined.documents = documents

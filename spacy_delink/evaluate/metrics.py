@@ -22,16 +22,17 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from ..errors import InputError
-from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, assess_text, detect
+from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, ReadingDetection, assess_text, detect
 from ..linkage.combinations import check_arity
 from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
+from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..linkage.tokenize import Tokenizer
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
 
@@ -62,8 +63,11 @@ class EvaluationSettings:
     max_combinations: int = DEFAULT_MAX_COMBINATIONS
     adversary: bool = True
     semantic: bool = True
+    #: The readings of the rules our attack checks (SPEC §8).
+    readings: Sequence[str] = DEFAULT_READINGS
 
     def __post_init__(self) -> None:
+        self.readings = check_readings(self.readings)
         for k in self.ks:
             check_k(k)
         for arity in self.arities:
@@ -80,7 +84,8 @@ class EvaluationSettings:
 
 
 def source_in_smallest(index: CorpusIndex, detection: Detection, source: int) -> bool:
-    """Whether some candidate set of the smallest size (the anonymity) contains ``source``.
+    """Whether some candidate set of the smallest size (the anonymity) contains ``source``,
+    under any reading checked.
 
     A set holds the source only if every phrase searched occurs in it, so only phrases and
     candidates whose posting lists contain the source need be combined.
@@ -88,23 +93,29 @@ def source_in_smallest(index: CorpusIndex, detection: Detection, source: int) ->
     smallest = detection.anonymity
     if smallest is None:
         return False
+    return any(_source_in_smallest_part(index, part, smallest, source) for part in detection.parts)
+
+
+def _source_in_smallest_part(index: CorpusIndex, part: ReadingDetection, smallest: int, source: int) -> bool:
+    """``source_in_smallest`` under one reading."""
+    levels = index.levels_of(part.reading)
 
     def holds(n: int, row: int) -> bool:
-        documents = index.levels[n].documents(row)
+        documents = levels[n].documents(row)
         at = int(np.searchsorted(documents, source))
         return at < len(documents) and int(documents[at]) == source
 
-    for level in detection.analysis.levels:
+    for level in part.analysis.levels:
         rows = np.unique(level.rows[level.df == smallest])
         if any(holds(level.n, int(row)) for row in rows):
             return True
-    combinations = detection.combinations
+    combinations = part.combinations
     if combinations is None:
         return False
     members = [c for c in combinations.candidates if holds(c.n, c.row)]
     if len(members) < 2:
         return False
-    postings = [index.levels[c.n].documents(c.row) for c in members]
+    postings = [levels[c.n].documents(c.row) for c in members]
     universe = np.unique(np.concatenate(postings))
     matrix = np.zeros((len(members), len(universe)), dtype=np.float32)
     for row, posting in enumerate(postings):
@@ -120,10 +131,13 @@ def source_in_smallest(index: CorpusIndex, detection: Detection, source: int) ->
     return False
 
 
-def our_verdicts(index: CorpusIndex, text: str, source: int, cells: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+def our_verdicts(
+    index: CorpusIndex, text: str, source: int, cells: list[tuple[int, int]], readings: Sequence[str] = DEFAULT_READINGS
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """Our attack's verdict on one text at each (k, arity), under ``readings``."""
     verdicts = {}
     for k, arity in cells:
-        detection = detect(index, text, k, arity, max_combinations=0)
+        detection = detect(index, text, k, arity, max_combinations=0, readings=readings)
         anonymity = detection.anonymity
         verdicts[(k, arity)] = {
             "linkable": not detection.protected,
@@ -277,12 +291,15 @@ def evaluate(
         entry: dict[str, Any] = {"id": document.id, "ours": {}, "engine": {}}
         for version, attribute in versions:
             text = getattr(document, attribute)
-            entry["ours"][version] = our_verdicts(index, text, document.source, cells)
+            entry["ours"][version] = our_verdicts(index, text, document.source, cells, settings.readings)
+            if version == "after" and not document.derived:  # cannot be shown to be what was checked: linkable
+                for verdict in entry["ours"][version].values():
+                    verdict.update(linkable=True, unverified=True)
             if engine is not None:
                 entry["engine"][version] = engine.attack(text, settings.ks, settings.arities)
         report_cell = (settings.report_k, settings.report_arity)
         entry["assess"] = {
-            version: assess_text(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations)  # type: ignore[arg-type]
+            version: assess_text(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations, settings.readings)  # type: ignore[arg-type]
             for version, attribute in versions
         }
         if document.protected is not None:
@@ -375,7 +392,8 @@ def _summarize(
             "evaluated": len(per_document),
             "excluded": excluded,
             "excluded_total": sum(len(ids) for ids in joined.excluded.values()),
-            "protected_without_edits": {"count": len(joined.unverified), "ids": joined.unverified[:50]},
+            "protected_without_edits": {"count": len(joined.unverified), "ids": joined.unverified[:50], "counted_as": "linkable"},
+            "protected_not_derived": {"count": len(joined.not_derived), "ids": joined.not_derived[:50], "counted_as": "linkable"},
             "protected_not_in_deidentified": {"count": len(joined.extra_protected), "ids": joined.extra_protected[:50]},
         },
         "linkage": cells,

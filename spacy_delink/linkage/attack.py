@@ -1,15 +1,16 @@
 """The attack on one text: everything the adversary finds at (k, arity), with the SPEC scores.
 
-``detect`` runs the n-gram lookups (SPEC §4) and, at arity 2–3, the combination search
-(SPEC §5); ``Detection`` answers the questions the components, the rewriter and
-``delink assess`` ask of it (anonymity, the §7 decision, what to rephrase under a flagging
-strategy, see ``linkage.cover``), and ``Detection.after_mask`` detects again after a mask
-without looking anything up twice.
+``detect`` runs, under each reading of the rules checked (SPEC §8: exact and search by
+default), the n-gram lookups (SPEC §4) and, at arity 2–3, the combination search (SPEC §5);
+``Detection`` answers the questions the components, the rewriter and ``delink assess`` ask
+of it (anonymity, the §7 decision, what to rephrase under a flagging strategy, see
+``linkage.cover``), and ``Detection.after_mask`` detects again after a mask without
+looking anything up twice.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numba as nb
 import numpy as np
@@ -17,39 +18,31 @@ import numpy as np
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .index import CorpusIndex
-from .ngrams import LinkageAnalysis, Occurrence, analyze, ngram_records
+from .ngrams import LinkageAnalysis, analyze, ngram_records
+from .readings import DEFAULT_READINGS
+from .units import Units
 from .scores import risk_from_anonymity
 
 DEFAULT_MAX_COMBINATIONS = 1000
 
 
 @dataclass
-class Detection:
-    """Everything the attack finds in one text at (k, arity): what the rewriter must change."""
+class ReadingDetection:
+    """What the attack finds in one text under one reading of the rules (SPEC §4–6, §8)."""
 
-    text: str
     analysis: LinkageAnalysis
     combinations: CombinationAnalysis | None
-    index: CorpusIndex
-    arity: int = 1
-    max_combinations: int | None = 0
-    flagging: str = DEFAULT_STRATEGY
-    _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
 
     @property
-    def k(self) -> int:
-        return self.analysis.k
+    def reading(self) -> str:
+        return self.analysis.reading
 
     @property
     def anonymity(self) -> int | None:
-        """SPEC §6 over both arities (exact whatever the report cap)."""
+        """SPEC §6 over both arities under this reading (exact whatever the report cap)."""
         if self.combinations is not None:
             return self.combinations.anonymity
         return self.analysis.anonymity()
-
-    @property
-    def linkage_risk(self) -> float:
-        return risk_from_anonymity(self.anonymity)
 
     @property
     def combination_linkable(self) -> bool:
@@ -57,51 +50,16 @@ class Detection:
 
     @property
     def protected(self) -> bool:
-        """SPEC §7: no linkable n-gram and not combination-linkable at (k, arity)."""
-        return not self.analysis.minimal_columns()["start"] and not self.combination_linkable
+        """SPEC §7 under this reading: no linkable n-gram and not combination-linkable."""
+        return not len(self.analysis.minimal_arrays()["start"]) and not self.combination_linkable
 
-    def cover(self, granularity: str = "token") -> Cover:
-        """What this pass rewrites under the detection's flagging strategy (computed once per cost model)."""
-        if granularity not in self._covers:
-            self._covers[granularity] = choose(self, self.flagging, granularity)
-        return self._covers[granularity]
-
-    def to_rephrase(self, granularity: str = "token") -> list[Occurrence]:
-        """The phrases the flagging strategy rewrites: minimal linkable n-grams and every
-        occurrence of each removed candidate, in text order (one object per range)."""
+    def after_mask(
+        self, index: CorpusIndex, removed: np.ndarray, text: str, arity: int, max_combinations: int | None, settled: np.ndarray | None
+    ) -> "ReadingDetection | None":
+        """This reading's detection of ``text``, this text with the tokens ``removed`` (bool per
+        token) masked; None when ``text`` does not tokenize as that (detect it from scratch)."""
         tokens = self.analysis.tokens
-        phrases = []
-        for a, b in np.unique(self.cover(granularity).intervals, axis=0).tolist():
-            n = b - a + 1
-            level = self.analysis.levels[n - 1]
-            at = int(np.searchsorted(level.positions, a))
-            phrases.append(
-                Occurrence(a, n, int(tokens.starts[a]), int(tokens.ends[b]), int(level.df[at]), int(level.rows[at]))
-            )
-        return sorted(phrases, key=lambda o: (o.start, o.end))
-
-    def after_mask(self, ranges: list[tuple[int, int]], text: str, granularity: str | None = "token") -> "Detection":
-        """The detection of ``text``: this text with the character ``ranges`` (whole tokens) masked,
-        equal to ``detect(text)`` but computing only what the mask can change.
-
-        A mask breaks n-grams and creates none, so the n-gram lookups are this detection's,
-        less what crosses a masked token, and the combination search reuses every posting
-        list and pair support it can. With ``granularity``, the ranges are ``mask_ranges`` of
-        this detection's cover at that cost model: the candidates the cover kept hold no
-        linkable combination (a cover hits them all), so the triple search skips those made
-        of them alone; with None they may be any whole tokens. When ``text`` does not
-        tokenize as that (another mask string, rules that read it otherwise, a range that
-        cuts a token), it is detected from scratch.
-        """
-        tokens = self.analysis.tokens
-        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        first = np.searchsorted(tokens.starts, bounds[:, 0])  # first token starting in each range
-        last = np.searchsorted(tokens.ends, bounds[:, 1], side="right")  # past the last one ending in it
-        change = np.zeros(len(tokens) + 1, dtype=np.int64)
-        np.add.at(change, first, 1)
-        np.add.at(change, np.maximum(last, first), -1)
-        removed = np.cumsum(change)[: len(tokens)] > 0
-        new_tokens = self.index.tokenizer.tokenize(text)
+        new_tokens = index.hashers[self.reading].tokenizer.tokenize(text)
         kept = np.flatnonzero(~removed)
         expected_start = tokens.segment_start[kept].astype(bool)
         expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
@@ -110,19 +68,139 @@ class Detection:
             or not np.array_equal(np.asarray(new_tokens.segment_start, dtype=bool), expected_start)
             or not _same_tokens(tokens.codes, tokens.starts[kept], tokens.ends[kept], new_tokens.codes, new_tokens.starts, new_tokens.ends)
         ):
-            return detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging)
+            return None
         analysis = self.analysis.without(np.flatnonzero(removed), text, new_tokens)
         combinations = None
         if self.combinations is not None:
-            settled = None
-            if granularity is not None:
-                kept_candidates = np.ones(self.combinations.count, dtype=bool)
-                kept_candidates[list(self.cover(granularity).removed)] = False
-                settled = self.combinations.keys[kept_candidates]
             combinations = analyze_combinations(
-                self.index, analysis, self.arity, self.max_combinations, previous=self.combinations, settled=settled,
+                index, analysis, arity, max_combinations, previous=self.combinations, settled=settled,
             )
-        return Detection(text, analysis, combinations, self.index, self.arity, self.max_combinations, self.flagging)
+        return ReadingDetection(analysis, combinations)
+
+
+@dataclass(frozen=True)
+class FlaggedRange:
+    """A character range a flagging strategy rewrites (whole tokens of every reading)."""
+
+    start: int
+    end: int
+
+
+@dataclass
+class Detection:
+    """Everything the attack finds in one text at (k, arity) under each reading checked.
+
+    A span links when it links under any reading, ``anonymity`` is the smallest support
+    under any, and the text is protected only when it is protected under every reading
+    (SPEC §8). What to rewrite is chosen across the readings at once (``linkage.cover``),
+    over ``units``: the tokens of every reading, merged where they overlap.
+    """
+
+    text: str
+    parts: tuple[ReadingDetection, ...]
+    index: CorpusIndex
+    k: int
+    arity: int = 1
+    max_combinations: int | None = 0
+    flagging: str = DEFAULT_STRATEGY
+    _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
+    _units: Units | None = field(default=None, repr=False)
+
+    @property
+    def readings(self) -> tuple[str, ...]:
+        return tuple(part.reading for part in self.parts)
+
+    def part(self, reading: str) -> ReadingDetection:
+        """The detection under one of the readings checked."""
+        for part in self.parts:
+            if part.reading == reading:
+                return part
+        raise KeyError(f"reading {reading!r} was not checked (checked: {', '.join(self.readings)})")
+
+    @property
+    def anonymity(self) -> int | None:
+        """SPEC §6 over both arities and every reading checked (exact whatever the report cap)."""
+        found = [part.anonymity for part in self.parts if part.anonymity is not None]
+        return min(found) if found else None
+
+    @property
+    def linkage_risk(self) -> float:
+        return risk_from_anonymity(self.anonymity)
+
+    @property
+    def combination_linkable(self) -> bool:
+        return any(part.combination_linkable for part in self.parts)
+
+    @property
+    def protected(self) -> bool:
+        """SPEC §7 under every reading checked (§8)."""
+        return all(part.protected for part in self.parts)
+
+    @property
+    def units(self) -> Units:
+        """The positions a cover chooses among (``linkage.units``), computed once."""
+        if self._units is None:
+            self._units = Units.of([part.analysis.tokens for part in self.parts])
+        return self._units
+
+    def cover(self, granularity: str = "token") -> Cover:
+        """What this pass rewrites under the detection's flagging strategy (computed once per cost model)."""
+        if granularity not in self._covers:
+            self._covers[granularity] = choose(self, self.flagging, granularity)
+        return self._covers[granularity]
+
+    def to_rephrase(self, granularity: str = "token") -> list[FlaggedRange]:
+        """The ranges the flagging strategy rewrites: minimal linkable n-grams and every
+        occurrence of each removed candidate, under every reading, in text order (one
+        object per range)."""
+        units = self.units
+        return [
+            FlaggedRange(int(units.starts[a]), int(units.ends[b]))
+            for a, b in np.unique(self.cover(granularity).intervals, axis=0).tolist()
+        ]
+
+    def after_mask(self, ranges: list[tuple[int, int]], text: str, granularity: str | None = "token") -> "Detection":
+        """The detection of ``text``: this text with the character ``ranges`` (whole tokens) masked,
+        equal to ``detect(text)`` but computing only what the mask can change.
+
+        A mask breaks n-grams and creates none, so each reading's n-gram lookups are this
+        detection's, less what crosses a masked token, and its combination search reuses every
+        posting list and pair support it can. With ``granularity``, the ranges are ``mask_ranges``
+        of this detection's cover at that cost model: the candidates the cover kept hold no
+        linkable combination (a cover hits them all), so the triple search skips those made
+        of them alone; with None they may be any whole tokens. When ``text`` does not
+        tokenize as that under a reading (another mask string, rules that read it otherwise,
+        a range that cuts a token), it is detected from scratch.
+        """
+        bounds = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        kept_candidates = None
+        if granularity is not None and any(part.combinations is not None for part in self.parts):
+            kept_candidates = np.ones(sum(_candidate_count(part) for part in self.parts), dtype=bool)
+            kept_candidates[list(self.cover(granularity).removed)] = False
+        parts = []
+        offset = 0
+        for part in self.parts:
+            tokens = part.analysis.tokens
+            first = np.searchsorted(tokens.starts, bounds[:, 0])  # first token starting in each range
+            last = np.searchsorted(tokens.ends, bounds[:, 1], side="right")  # past the last one ending in it
+            change = np.zeros(len(tokens) + 1, dtype=np.int64)
+            np.add.at(change, first, 1)
+            np.add.at(change, np.maximum(last, first), -1)
+            removed = np.cumsum(change)[: len(tokens)] > 0
+            settled = None
+            count = _candidate_count(part)
+            if kept_candidates is not None and part.combinations is not None:
+                settled = part.combinations.keys[kept_candidates[offset : offset + count]]
+            offset += count
+            again = part.after_mask(self.index, removed, text, self.arity, self.max_combinations, settled)
+            if again is None:
+                return detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings)
+            parts.append(again)
+        return Detection(text, tuple(parts), self.index, self.k, self.arity, self.max_combinations, self.flagging)
+
+
+def _candidate_count(part: ReadingDetection) -> int:
+    return part.combinations.count if part.combinations is not None else 0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -150,20 +228,25 @@ def detect(
     max_combinations: int | None = 0,
     flagging: str = DEFAULT_STRATEGY,
     exact_frequent: bool = True,
+    readings: Sequence[str] = DEFAULT_READINGS,
 ) -> Detection:
-    """Run the attack on ``text``: n-grams always, combinations when ``arity`` >= 2.
+    """Run the attack on ``text`` under each of ``readings``: n-grams always, combinations when ``arity`` >= 2.
 
     The defaults compute what rewriting needs — the decision and the exact scores — and
     list no combinations (``max_combinations=0``), which lets the search skip minimal
     triples until a flagging strategy asks for them. A report asks for its cap instead.
     ``exact_frequent=False`` caps a frequent n-gram's df at k (``ngrams.analyze``): the
     same outputs at threshold k, but not the token rarities a flagging strategy weighs.
+    A reading the index does not hold is refused (``CorpusIndex.require_readings``).
     """
     check_arity(arity, allow_single=True)
     check_strategy(flagging)
-    analysis = analyze(index, text, k, exact_frequent=exact_frequent)
-    combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
-    return Detection(text, analysis, combinations, index, arity, max_combinations, flagging)
+    parts = []
+    for reading in index.require_readings(readings):
+        analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading)
+        combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
+        parts.append(ReadingDetection(analysis, combinations))
+    return Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)
 
 
 def assess_text(
@@ -173,22 +256,42 @@ def assess_text(
     k: int,
     arity: int = 1,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+    readings: Sequence[str] = DEFAULT_READINGS,
 ) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document.
 
     At arity 1 the record holds only linkable phrases (df < k), so df is asked for only up
-    to k; combinations report their members' exact df.
+    to k; combinations report their members' exact df. A phrase or combination linkable
+    under several readings is one entry naming them (its support the smallest), and
+    ``max_combinations`` caps each reading's list of combinations.
     """
-    detection = detect(index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2)
+    detection = detect(index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings)
     return {
         "id": doc_id,
         "k": k,
         "arity": arity,
+        "readings": list(detection.readings),
         "linkage_risk": detection.linkage_risk,
         "anonymity": detection.anonymity,
-        "ngrams": ngram_records(detection.analysis),
-        "combinations": (
-            combination_records(text, detection.combinations, max_combinations) if detection.combinations else []
-        ),
+        "ngrams": ngram_records([part.analysis for part in detection.parts]),
+        "combinations": _merged_combination_records(detection, max_combinations),
         "combination_linkable": detection.combination_linkable,
     }
+
+
+def _merged_combination_records(detection: Detection, max_combinations: int) -> list[dict[str, Any]]:
+    """Each reading's head of combinations (``max_combinations`` each); one that several readings
+    find with the same members is one record naming them, with its smallest support."""
+    merged: dict[tuple[tuple[int, int], ...], dict[str, Any]] = {}
+    for part in detection.parts:
+        if part.combinations is None:
+            continue
+        for record in combination_records(detection.text, part.combinations, max_combinations):
+            members = tuple((m["start"], m["end"]) for m in record["members"])
+            known = merged.get(members)
+            if known is None:
+                merged[members] = {**record, "readings": [part.reading]}
+            else:
+                known["support"] = min(known["support"], record["support"])
+                known["readings"].append(part.reading)
+    return list(merged.values())

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, Mapping
 
 import numba as nb
 import numpy as np
@@ -253,7 +253,7 @@ def candidate_columns(analysis: LinkageAnalysis) -> dict[str, np.ndarray]:
 
 
 def _candidate_postings(
-    index: CorpusIndex, columns: dict[str, np.ndarray], known: np.ndarray, previous: CombinationAnalysis | None
+    levels: Mapping[int, Any], columns: dict[str, np.ndarray], known: np.ndarray, previous: CombinationAnalysis | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The candidates' posting lists, concatenated in candidate order, and each one's length (df).
 
@@ -277,7 +277,7 @@ def _candidate_postings(
     pooled = 0
     for n in np.unique(lengths[missing]).tolist():
         chosen = missing[lengths[missing] == n]
-        df[chosen], documents = index.levels[n].documents_flat(rows[chosen])
+        df[chosen], documents = levels[n].documents_flat(rows[chosen])
         start[chosen] = pooled + np.cumsum(df[chosen]) - df[chosen]
         pool.append(documents)
         pooled += len(documents)
@@ -731,7 +731,7 @@ def analyze_combinations(
     """SPEC §5–6 for one analysed document (see the module docstring for the algorithm).
 
     ``max_combinations`` is the report cap (None: enumerate every minimal combination);
-    ``previous``, the analysis of this document before a mask (same index and k), lends
+    ``previous``, the analysis of this document before a mask (same index, k and reading), lends
     the postings and pair supports of the candidates both share; ``settled`` are keys
     (``occurrence_keys``) of which no combination is linkable, so the triple search
     skips the triples made of them alone (step 6).
@@ -744,7 +744,7 @@ def analyze_combinations(
     count = len(columns["token"])
     keys = occurrence_keys(columns["n"], columns["row"])
     known = _known_rows(keys, previous)
-    documents, df = _candidate_postings(index, columns, known, previous)
+    documents, df = _candidate_postings(index.levels_of(analysis.reading), columns, known, previous)
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
     rank = _ranks(columns["n"])

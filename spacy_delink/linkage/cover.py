@@ -47,18 +47,33 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol, Sequence
 
 import numba as nb
 import numpy as np
 
 from ..errors import InputError
-from ..rewrite.masking import stab  # the rewriter's own mask choice: a cover's cost is what it masks
-from .ngrams import occurrence_keys
+from .stabbing import stab  # the rewriter's own mask choice: a cover's cost is what it masks
+from .combinations import CombinationAnalysis
+from .ngrams import LinkageAnalysis, occurrence_keys
+from .units import Units
 
-if TYPE_CHECKING:
-    from .attack import Detection
-    from .combinations import CombinationAnalysis
+
+
+class _ReadingPart(Protocol):
+    """What a cover reads of one reading's detection (``attack.ReadingDetection``)."""
+
+    analysis: LinkageAnalysis
+    combinations: CombinationAnalysis | None
+
+
+class Detected(Protocol):
+    """What a cover reads of a detection (``attack.Detection``): its readings' parts and their units."""
+
+    parts: Sequence[_ReadingPart]
+
+    @property
+    def units(self) -> Units: ...
 
 STRATEGIES = ("shortest", "min_cover", "optimal")
 DEFAULT_STRATEGY = "min_cover"
@@ -164,24 +179,107 @@ def _covered(intervals: np.ndarray, tokens: int) -> np.ndarray:
     return np.cumsum(delta)[:tokens] > 0
 
 
-def _instance(detection: "Detection", cost_model: str) -> _Instance:
-    analysis = detection.analysis
-    minimal = analysis.minimal_columns()
-    required = np.array(
-        [(t, t + n - 1) for t, n in zip(minimal["token"], minimal["n"])], dtype=np.int64
-    ).reshape(-1, 2)
-    combos = detection.combinations
-    if combos is None or not combos.count:
-        occurrences, owner, count = np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64), 0
-    else:
-        maximal = analysis.maximal_columns()
-        keys = occurrence_keys(maximal["n"], maximal["row"])
-        order = np.argsort(combos.keys)
-        owner = order[np.searchsorted(combos.keys, keys, sorter=order)]
-        occurrences = np.stack([maximal["token"], maximal["token"] + maximal["n"] - 1], axis=1)
-        count = combos.count
-    rarity = analysis.levels[0].df if analysis.levels else np.zeros(0, dtype=np.int64)
-    return _Instance(len(analysis.tokens), required, occurrences, owner, count, rarity, cost_model)
+class _Joint:
+    """The combinations of every reading checked, as one set of candidates and edges.
+
+    Reading i's candidate c is candidate ``offsets[i] + c``; an edge (a linkable
+    combination) never mixes readings (SPEC §8: each reading is a search of its own), so a
+    cover over the joint candidates hits every reading's combinations at once.
+    """
+
+    def __init__(self, parts: list[CombinationAnalysis]) -> None:
+        self.parts = parts
+        self.offsets = np.cumsum([0, *(part.count for part in parts)]).astype(np.int64)
+        self._all_pairs: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def combination_linkable(self) -> bool:
+        return any(part.combination_linkable for part in self.parts)
+
+    def _joined(self, arrays: list[tuple[np.ndarray, np.ndarray]], width: int) -> tuple[np.ndarray, np.ndarray]:
+        members = [m.astype(np.int64) + offset for (m, _), offset in zip(arrays, self.offsets)]
+        return (
+            np.concatenate(members).reshape(-1, width) if members else np.zeros((0, width), dtype=np.int64),
+            np.concatenate([support for _, support in arrays]) if arrays else np.zeros(0, dtype=np.int64),
+        )
+
+    def flagged(self) -> list[int]:
+        """SPEC §5's ``shortest`` flags of every reading."""
+        return [int(offset) + c for part, offset in zip(self.parts, self.offsets) for c in part.flagged()]
+
+    def all_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every reading's linkable pairs (computed once)."""
+        if self._all_pairs is None:
+            self._all_pairs = self._joined([part.all_pairs() for part in self.parts], 2)
+        return self._all_pairs
+
+    def triples_among(self, kept: np.ndarray, through: np.ndarray | None = None, ordered: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``CombinationAnalysis.triples_among`` of every reading, over the joint candidates."""
+        bounds = list(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
+        return self._joined(
+            [
+                part.triples_among(kept[a:b], None if through is None else through[a:b], ordered)
+                for part, (a, b) in zip(self.parts, bounds)
+            ],
+            3,
+        )
+
+    def flagged_members(self, members: np.ndarray) -> np.ndarray:
+        """The paper's flagged member of each edge (rows of joint candidates of one reading each)."""
+        flagged = np.empty(len(members), dtype=np.int64)
+        reading = np.searchsorted(self.offsets, members[:, 0], side="right") - 1
+        for i, (part, offset) in enumerate(zip(self.parts, self.offsets)):
+            rows = reading == i
+            if rows.any():
+                flagged[rows] = part.flagged_members(members[rows] - offset) + offset
+        return flagged
+
+
+def joint_combinations(detection: Detected) -> _Joint | None:
+    """The joint combinations of a detection's readings (None at arity 1)."""
+    parts = [part.combinations for part in detection.parts if part.combinations is not None]
+    return _Joint(parts) if parts else None
+
+
+def cover_rarity(detection: Detected) -> np.ndarray:
+    """Each unit's df: the smallest level-1 df of its tokens under any reading (a stab's ties go to the rarest)."""
+    rarity = np.full(len(detection.units), np.iinfo(np.int64).max, dtype=np.int64)
+    for part, unit_of in zip(detection.parts, detection.units.of_token):
+        if part.analysis.levels:
+            np.minimum.at(rarity, unit_of, part.analysis.levels[0].df)
+    return rarity
+
+
+def _instance(detection: Detected, cost_model: str) -> _Instance:
+    """The pass's hitting problem over the detection's units (``linkage.units``), all readings at once."""
+    units = detection.units
+    required, occurrences, owner = [], [], []
+    count = 0
+    for part, unit_of in zip(detection.parts, units.of_token):
+        analysis = part.analysis
+        minimal = analysis.minimal_arrays()
+        required.append(np.stack([unit_of[minimal["token"]], unit_of[minimal["token"] + minimal["n"] - 1]], axis=1))
+        combos = part.combinations
+        if combos is not None and combos.count:
+            maximal = analysis.maximal_columns()
+            keys = occurrence_keys(maximal["n"], maximal["row"])
+            order = np.argsort(combos.keys)
+            owner.append(order[np.searchsorted(combos.keys, keys, sorter=order)] + count)
+            occurrences.append(np.stack([unit_of[maximal["token"]], unit_of[maximal["token"] + maximal["n"] - 1]], axis=1))
+            count += combos.count
+    return _Instance(
+        len(units),
+        np.concatenate(required).reshape(-1, 2).astype(np.int64) if required else np.zeros((0, 2), dtype=np.int64),
+        np.concatenate(occurrences).astype(np.int64) if occurrences else np.zeros((0, 2), dtype=np.int64),
+        np.concatenate(owner).astype(np.int64) if owner else np.zeros(0, dtype=np.int64),
+        count,
+        cover_rarity(detection),
+        cost_model,
+    )
 
 
 # -- hitting sets over candidate keys ------------------------------------------------------------
@@ -378,14 +476,14 @@ def _improve(
 # -- the strategies -------------------------------------------------------------------------------
 
 
-def choose(detection: "Detection", strategy: str, cost_model: str = "token", time_limit: float | None = None) -> Cover:
+def choose(detection: Detected, strategy: str, cost_model: str = "token", time_limit: float | None = None) -> Cover:
     """The cover of one detection under ``strategy`` (module docstring); ``time_limit``
     (seconds, ``optimal`` only) defaults to ``OPTIMAL_TIME_LIMIT_S``."""
     check_strategy(strategy)
     if cost_model not in COSTS:
         raise InputError(f"cost model must be 'token' or 'span', got {cost_model!r}")
     instance = _instance(detection, cost_model)
-    combos = detection.combinations
+    combos = joint_combinations(detection)
     removed = np.zeros(instance.candidates, dtype=bool)
     if combos is None or not combos.combination_linkable:  # n-grams only: the stabbing is optimal
         cover = _cover(strategy, instance, removed)
@@ -395,8 +493,8 @@ def choose(detection: "Detection", strategy: str, cost_model: str = "token", tim
         return _cover(strategy, instance, removed)
     weight, free = instance.weights()
     if strategy == "min_cover":
-        return _cover(strategy, instance, _min_cover(detection, instance, weight, free))
-    return _optimal(detection, instance, weight, free, OPTIMAL_TIME_LIMIT_S if time_limit is None else time_limit)
+        return _cover(strategy, instance, _min_cover(combos, instance, weight, free))
+    return _optimal(combos, instance, weight, free, OPTIMAL_TIME_LIMIT_S if time_limit is None else time_limit)
 
 
 def _cover(strategy: str, instance: _Instance, removed: np.ndarray, lower_bound: int | None = None, proven: bool = False) -> Cover:
@@ -404,7 +502,7 @@ def _cover(strategy: str, instance: _Instance, removed: np.ndarray, lower_bound:
 
 
 def _lazy_triples(
-    detection: "Detection", removed: np.ndarray, solve: Callable[[list[np.ndarray], np.ndarray], np.ndarray]
+    combos: _Joint, removed: np.ndarray, solve: Callable[[list[np.ndarray], np.ndarray], np.ndarray]
 ) -> np.ndarray:
     """Extend a cover of the pairs to the triples the survivors still hold, until they hold none.
 
@@ -412,8 +510,6 @@ def _lazy_triples(
     ``removed``. A triple with a removed member is hit, so only the survivors' triples are
     enumerated, and after the first round only those through a key the solver put back.
     """
-    combos = detection.combinations
-    assert combos is not None
     pairs, _ = combos.all_pairs()
     edges = [pairs.astype(np.int64)] if len(pairs) else []
     checked: np.ndarray | None = None  # the last survivors: every triple among them is known
@@ -429,10 +525,8 @@ def _lazy_triples(
         removed = solve(edges, removed)
 
 
-def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, free: np.ndarray) -> np.ndarray:
+def _min_cover(combos: _Joint, instance: _Instance, weight: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Best of greedy and local ratio on the pairs (each improved), extended to the triples; or the paper's flags."""
-    combos = detection.combinations
-    assert combos is not None
     pairs, _ = combos.all_pairs()
     graph = _Hypergraph([pairs.astype(np.int64)] if len(pairs) else [], weight, free)
     starts = [graph.improve(graph.greedy(free)), graph.improve(graph.local_ratio(free))]
@@ -445,16 +539,16 @@ def _min_cover(detection: "Detection", instance: _Instance, weight: np.ndarray, 
         opened = grown.edges
         return grown.improve(grown.greedy(removed))
 
-    removed = _lazy_triples(detection, removed, solve)
+    removed = _lazy_triples(combos, removed, solve)
     paper = free | _paper_pair_flags(combos, pairs)
     cost = instance.cost(removed)
     if cost <= instance.cost(paper):  # the paper's triples only add to its cost (a superset costs no less)
         return removed
-    paper = _lazy_triples(detection, paper, lambda edges, removed: _paper_flags(combos, edges, removed))
+    paper = _lazy_triples(combos, paper, lambda edges, removed: _paper_flags(combos, edges, removed))
     return removed if cost <= instance.cost(paper) else paper
 
 
-def _paper_pair_flags(combos: "CombinationAnalysis", pairs: np.ndarray) -> np.ndarray:
+def _paper_pair_flags(combos: _Joint, pairs: np.ndarray) -> np.ndarray:
     """The paper's flags of the linkable pairs alone."""
     flagged = np.zeros(combos.count, dtype=bool)
     if len(pairs):
@@ -462,7 +556,7 @@ def _paper_pair_flags(combos: "CombinationAnalysis", pairs: np.ndarray) -> np.nd
     return flagged
 
 
-def _paper_flags(combos: "CombinationAnalysis", edges: list[np.ndarray], removed: np.ndarray) -> np.ndarray:
+def _paper_flags(combos: _Joint, edges: list[np.ndarray], removed: np.ndarray) -> np.ndarray:
     """``removed`` plus the paper's flag of every edge it does not hit yet.
 
     Flagging only the triples of the survivors gives a subset of the paper's flags that
@@ -477,12 +571,10 @@ def _paper_flags(combos: "CombinationAnalysis", edges: list[np.ndarray], removed
     return removed
 
 
-def _optimal(detection: "Detection", instance: _Instance, weight: np.ndarray, free: np.ndarray, time_limit: float) -> Cover:
+def _optimal(combos: _Joint, instance: _Instance, weight: np.ndarray, free: np.ndarray, time_limit: float) -> Cover:
     """The pass's exact integer program, triples added as rows while survivors hold one."""
     deadline = time.monotonic() + time_limit
     program = _Program(instance)
-    combos = detection.combinations
-    assert combos is not None
     pairs, _ = combos.all_pairs()
     program.add_edges(pairs)
     proven = True
@@ -503,17 +595,15 @@ def _optimal(detection: "Detection", instance: _Instance, weight: np.ndarray, fr
         if not len(triples):
             break
         program.add_edges(triples)
-    if removed is None or not _hits_all(detection, removed):
-        removed = _min_cover(detection, instance, weight, free)
+    if removed is None or not _hits_all(combos, removed):
+        removed = _min_cover(combos, instance, weight, free)
         proven = False
     cost = instance.cost(removed)
     return _cover("optimal", instance, removed, lower_bound=cost if proven else min(bound, cost), proven=proven)
 
 
-def _hits_all(detection: "Detection", removed: np.ndarray) -> bool:
+def _hits_all(combos: _Joint, removed: np.ndarray) -> bool:
     """Every linkable pair and every survivors' triple has a removed member."""
-    combos = detection.combinations
-    assert combos is not None
     pairs, _ = combos.all_pairs()
     if len(pairs) and not removed[pairs].any(axis=1).all():
         return False

@@ -13,13 +13,14 @@ index's own reduction (see ``index.builder``) and it is lossless for every k ≥
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import InputError
 from .index import CorpusIndex
 from .index.kernels import extend_positions
+from .readings import READINGS
 from .tokenize import Tokens
 
 
@@ -67,6 +68,8 @@ class LinkageAnalysis:
     tokens: Tokens
     levels: list[LevelLookup]
     k: int
+    #: The reading of the rules the lookups were made under (``linkage.readings``).
+    reading: str = "exact"
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
     _minimal: dict[str, np.ndarray] | None = None
     _maximal: dict[str, np.ndarray] | None = None
@@ -186,7 +189,7 @@ class LinkageAnalysis:
             )
         while len(levels) > 1 and not len(levels[-1].positions):  # as ``analyze`` stops
             levels.pop()
-        return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=self.k)
+        return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=self.k, reading=self.reading)
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
@@ -206,9 +209,9 @@ def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 
 def analyze(
-    index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True
+    index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True, reading: str = "exact"
 ) -> LinkageAnalysis:
-    """Look up every n-gram of ``text`` that can matter (see module docstring).
+    """Look up every n-gram of ``text`` that can matter (see module docstring) under one reading.
 
     With ``exact_frequent=False`` a df of k or more is reported as k: every SPEC output at
     threshold k (linkable set, support, anonymity, what is frequent) is the same, and a
@@ -216,7 +219,8 @@ def analyze(
     """
     check_k(k)
     max_n = index.max_n if max_n is None else min(max_n, index.max_n)
-    tokens, digests = index.tokenize(text)
+    index_levels = index.levels_of(reading)
+    tokens, digests = index.tokenize(text, reading)
     count = len(tokens)
     remaining = tokens.remaining
     levels: list[LevelLookup] = []
@@ -230,16 +234,48 @@ def analyze(
             if not len(extended):
                 break
             positions = extended.astype(np.int64)
-        rows, df = index.levels[n].lookup(keys, 0 if exact_frequent else k)
+        rows, df = index_levels[n].lookup(keys, 0 if exact_frequent else k)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
-    return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k)
+    return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k, reading=reading)
 
 
-def ngram_records(analysis: LinkageAnalysis) -> list[dict[str, Any]]:
-    """The ``ngrams`` list of ``delink assess``: the minimal linkable set with offsets."""
-    columns = analysis.minimal_columns()
-    text = analysis.text
+def minimal_across(analyses: Sequence[LinkageAnalysis]) -> dict[str, np.ndarray]:
+    """SPEC §4's minimal linkable sets of one text under several readings, merged by character range.
+
+    A range linkable under several readings is one entry: its smallest support and a bit
+    per reading (bit i for ``readings.READINGS[i]``). int64 columns ``start``, ``end``,
+    ``support``, ``readings``, sorted by start then end.
+    """
+    found = [analysis.minimal_arrays() for analysis in analyses]
+    starts = _joined([f["start"] for f in found])
+    ends = _joined([f["end"] for f in found])
+    support = _joined([f["support"] for f in found])
+    bits = _joined([np.full(len(f["start"]), 1 << READINGS.index(a.reading), dtype=np.int64) for f, a in zip(found, analyses)])
+    order = np.lexsort((ends, starts))
+    starts, ends, support, bits = starts[order], ends[order], support[order], bits[order]
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = (starts[1:] != starts[:-1]) | (ends[1:] != ends[:-1])
+    first = np.flatnonzero(new)
+    if not len(first):
+        return {"start": starts, "end": ends, "support": support, "readings": bits}
+    return {
+        "start": starts[first],
+        "end": ends[first],
+        "support": np.minimum.reduceat(support, first),
+        "readings": np.bitwise_or.reduceat(bits, first),
+    }
+
+
+def reading_names(bits: int) -> list[str]:
+    """The readings a ``minimal_across`` bit set names."""
+    return [reading for i, reading in enumerate(READINGS) if bits >> i & 1]
+
+
+def ngram_records(analyses: Sequence[LinkageAnalysis]) -> list[dict[str, Any]]:
+    """The ``ngrams`` list of ``delink assess``: the minimal linkable sets of every reading, with offsets."""
+    columns = {name: column.tolist() for name, column in minimal_across(analyses).items()}
+    text = analyses[0].text if analyses else ""
     return [
-        {"start": start, "end": end, "text": text[start:end], "support": support}
-        for start, end, support in zip(columns["start"], columns["end"], columns["support"])
+        {"start": start, "end": end, "text": text[start:end], "support": support, "readings": reading_names(bits)}
+        for start, end, support, bits in zip(columns["start"], columns["end"], columns["support"], columns["readings"])
     ]

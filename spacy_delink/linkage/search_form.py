@@ -12,10 +12,10 @@ this form. Each code point is folded on its own, in this order:
 2. NFKC (compatibility forms: ligatures, full-width and mathematical letters);
 3. canonical decomposition (NFD) with every combining mark dropped: diacritics go;
 4. case folding (``str.casefold``);
-5. a non-ASCII letter or digit is replaced by its UTS #39 prototype (its skeleton),
-   with steps 3–4 again, until nothing changes; of the chains from its lower-case form
-   and from the letter as written, the first that ends in ASCII wins, so the Cyrillic
-   ``а``, ``І`` and ``В`` read as ``a``, ``i`` and ``b``;
+5. a non-ASCII letter or digit is replaced by the UTS #39 prototype (skeleton) of the
+   letter as written — the glyph a reader sees — with steps 3–4 again until nothing
+   changes, so the Cyrillic ``а``, ``В`` and ``І`` read as ``a``, ``b`` and ``i``
+   (UTS #39's prototype ``l`` of a capital-I-like letter reads as the ``I`` it resembles);
 6. a Latin letter with a stroke, bar or hook that has no decomposition (``ø``, ``ł``,
    ``đ``, ``ħ``) or a small capital (``ʙ``) reads as its base letter, as ASCII folding does.
 
@@ -110,23 +110,23 @@ def _prototypes_of(text: str, prototypes: dict[str, str]) -> str:
 def _fold_letter(ch: str, prototypes: dict[str, str]) -> str:
     """Steps 4–6 for one character left by NFKC and NFD.
 
-    Two prototype chains are followed, from the lower-case form and from the letter as
-    written; the first that ends in ASCII wins (``І`` → ``i`` through ``і``, ``В`` → ``b``
-    through ``B``), else the lower-case one.
+    A letter maps through the prototype of the letter *as written*, the glyph a reader
+    sees (``В`` → ``B``, ``в`` → ``ʙ`` → ``b``). UTS #39 gives capital-I-like letters the
+    prototype ``l`` (it merges ``I`` and ``l``); from an upper-case letter that ``l`` is
+    read as the capital ``I`` it resembles, so the Cyrillic ``Іvan`` folds as ``Ivan``.
     """
-    folded = _fold_case(ch)
     if ch.isascii() or not unicodedata.category(ch).startswith(("L", "N")):
-        return folded
-    chains = []
-    for mapped in (folded, ch):
-        for _ in range(_PROTOTYPE_ROUNDS):
-            again = _fold_case(_prototypes_of(mapped, prototypes))
-            if again == mapped:
-                break
-            mapped = again
-        chains.append(mapped)
-    chosen = next((chain for chain in chains if chain.isascii()), chains[0])
-    return "".join(c if c.isascii() else _latin_base(c) for c in chosen)
+        return _fold_case(ch)
+    target = prototypes.get(ch, ch)
+    if target == "l" and unicodedata.category(ch) in ("Lu", "Lt"):
+        target = "I"
+    mapped = _fold_case(target)
+    for _ in range(_PROTOTYPE_ROUNDS):
+        again = _fold_case(_prototypes_of(mapped, prototypes))
+        if again == mapped:
+            break
+        mapped = again
+    return "".join(c if c.isascii() else _latin_base(c) for c in mapped)
 
 
 def fold_char(ch: str) -> str:
@@ -163,14 +163,14 @@ def _build_table() -> tuple[np.ndarray, np.ndarray]:
     prototypes, _ = _prototype_data()
     lengths = np.ones(_CODE_POINTS, dtype=np.int64)
     changed: dict[int, str] = {}
-    category, is_normalized, decomposition = unicodedata.category, unicodedata.is_normalized, unicodedata.decomposition
+    category, is_normalized = unicodedata.category, unicodedata.is_normalized
     for cp in range(_CODE_POINTS):
         ch = chr(cp)
         kind = category(ch)
         if not is_default_ignorable(cp) and (
             kind in ("Cn", "Co", "Cs")
             or (
-                kind[0] != "M" and is_normalized("NFKC", ch) and not decomposition(ch) and ch.casefold() == ch
+                kind[0] != "M" and is_normalized("NFKC", ch) and is_normalized("NFD", ch) and ch.casefold() == ch
                 and ch not in prototypes and not _LATIN_BASE.match(unicodedata.name(ch, ""))
             )
         ):

@@ -4,8 +4,14 @@ Everything that can be checked is checked before the output is touched: the outp
 (not the input, not a directory, writable), every input line (an id, a text, valid
 Unicode; ids unique) and an existing output, which must hold only records of this input
 protected under exactly the current settings (``protected_under``: the index's key id,
-size and rules, k, arity). Only then is the output opened, and each batch is appended
-and fsynced before the next starts.
+size and rules, k, arity, readings). Only then is the output opened, and each batch is
+appended and fsynced before the next starts.
+
+A resumed run trusts nothing it finds: every record it keeps is detected again under the
+settings it claims, and its ``input_digest`` (a keyed digest of the id and the input
+text, ``hashing.input_digest``) must match the input's; a record that fails either —
+edited back towards the input, or made from a text that has since changed — is dropped
+from the output and its document protected again.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Callable, Iterator, Optional
 
 import spacy
 from thinc.api import ConfigValidationError
@@ -31,6 +37,8 @@ from ..linkage.index.shards import Runner
 
 #: The record field that says under what a text was protected.
 PROTECTED_UNDER = "protected_under"
+#: The record field holding the keyed digest of the input document it was made from.
+INPUT_DIGEST = "input_digest"
 
 
 @dataclass
@@ -49,6 +57,8 @@ class ProtectSummary:
     rejected: Counter[str] = field(default_factory=Counter)
     skipped_lines: list[int] = field(default_factory=list)
     repaired_last_line: bool = False
+    #: Records of an earlier run dropped and redone, by why (``input_changed``, ``not_protected``).
+    redone: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
     @property
@@ -165,7 +175,7 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
     """Under what the rewriter protects: a resumed run accepts only records with exactly this.
 
     The index is named by its key id (a fresh secret per build), document count and a
-    digest of its linkage rules; then k, arity and the flagging strategy.
+    digest of its linkage rules; then k, arity, the readings checked and the flagging strategy.
     """
     index = rewriter.index
     rules = json.dumps(index.rules.to_dict(), sort_keys=True, ensure_ascii=False)
@@ -175,6 +185,7 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
         "rules": hashlib.sha256(rules.encode("utf-8")).hexdigest()[:16],
         "k": rewriter.k,
         "arity": rewriter.arity,
+        "readings": list(rewriter.readings),
         "flagging": rewriter.flagging,
     }
 
@@ -205,18 +216,28 @@ def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Itera
         yield stats.lines, doc_id, text
 
 
-def scan_input(input_path: Path, skip_invalid: bool) -> tuple[dict[DocId, int], list[int]]:
-    """Every valid id with its line, and the skipped lines; duplicate ids are refused."""
+@dataclass
+class InputScan:
+    """The input's valid ids: each one's line and keyed input digest; and the skipped lines."""
+
+    lines: dict[DocId, int]
+    digests: dict[DocId, str]
+    skipped: list[int]
+
+
+def scan_input(input_path: Path, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
+    """Every valid id with its line and ``digest(id, text)``, and the skipped lines; duplicate ids are refused."""
     stats = JsonlStats()
-    lines: dict[DocId, int] = {}
-    for line, doc_id, _ in _documents(input_path, skip_invalid, stats):
-        if doc_id in lines:
+    scan = InputScan({}, {}, stats.skipped)
+    for line, doc_id, text in _documents(input_path, skip_invalid, stats):
+        if doc_id in scan.lines:
             raise InputError(
-                f"{input_path}:{line}: duplicate id {doc_id!r} (first on line {lines[doc_id]}); "
+                f"{input_path}:{line}: duplicate id {doc_id!r} (first on line {scan.lines[doc_id]}); "
                 "ids must be unique, or the second text would never be protected"
             )
-        lines[doc_id] = line
-    return lines, stats.skipped
+        scan.lines[doc_id] = line
+        scan.digests[doc_id] = digest(doc_id, text)
+    return scan
 
 
 def check_output_path(output: Path, input_path: Path) -> None:
@@ -240,19 +261,36 @@ def _settings_text(settings: Any) -> str:
     return ", ".join(f"{key}={value}" for key, value in settings.items())
 
 
-def read_done(output: Path, expected: dict[str, Any], input_ids: dict[Any, int]) -> tuple[set[Any], bool]:
-    """Ids already protected in ``output`` under ``expected``; any other record is refused.
+@dataclass
+class Resumed:
+    """What an existing output holds for this run: the ids kept (verified) and those to redo, by why."""
 
-    A half-written last line (a crash) is cut off, but only once every complete line
-    passed: a file that is refused is left exactly as it was.
+    done: set[Any] = field(default_factory=set)
+    redo: dict[Any, str] = field(default_factory=dict)
+    repaired_last_line: bool = False
+
+
+def read_done(
+    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str], bool]
+) -> Resumed:
+    """The records of ``output`` this run keeps, verified, and those it redoes; any other record is refused.
+
+    A record must be a ``delink protect`` record of an id of this input, marked protected
+    under exactly ``expected``. It is kept only when its ``input_digest`` is the input's
+    (else the input text changed: ``input_changed``) and ``still_protected`` its text, a
+    detection under those settings (else ``not_protected``); the others are redone. A
+    half-written last line (a crash) is cut off. The output is rewritten (atomically)
+    only once every complete line passed, and only to drop what is redone: a file that is
+    refused is left exactly as it was.
     """
+    resumed = Resumed()
     if not output.exists():
-        return set(), False
+        return resumed
     data = output.read_bytes()
     complete = data[: data.rfind(b"\n") + 1]
     how = "write to a new --output, or rerun with the settings that file was made with"
-    done: set[Any] = set()
-    for line_no, raw in enumerate(complete.splitlines(), start=1):
+    kept_lines: list[bytes] = []
+    for line_no, raw in enumerate(complete.splitlines(keepends=True), start=1):
         if not raw.strip():
             continue
         try:
@@ -275,16 +313,22 @@ def read_done(output: Path, expected: dict[str, Any], input_ids: dict[Any, int])
         if record.get("protected") is not True or not isinstance(record.get("text"), str):
             raise InputError(f"{where}: a record that is not marked protected; {how}")
         doc_id = record["id"]
-        if doc_id not in input_ids:
+        if isinstance(doc_id, (list, dict)) or doc_id not in scan.lines:
             raise InputError(f"{where}: id {doc_id!r} is not in the input, so this output belongs to another input; {how}")
-        if doc_id in done:
+        if doc_id in resumed.done or doc_id in resumed.redo:
             raise InputError(f"{where}: id {doc_id!r} appears twice; the file was edited by hand, {how}")
-        done.add(doc_id)
-    repaired = len(complete) < len(data)
-    if repaired:
+        if record.get(INPUT_DIGEST) != scan.digests[doc_id]:
+            resumed.redo[doc_id] = "input_changed"
+        elif not still_protected(record["text"]):
+            resumed.redo[doc_id] = "not_protected"
+        else:
+            resumed.done.add(doc_id)
+            kept_lines.append(raw)
+    resumed.repaired_last_line = len(complete) < len(data)
+    if resumed.repaired_last_line or resumed.redo:
         with atomic_write(output, "wb") as handle:
-            handle.write(complete)
-    return done, repaired
+            handle.write(b"".join(kept_lines))
+    return resumed
 
 
 @dataclass(frozen=True)
@@ -335,13 +379,28 @@ def _tally(rewriter: DelinkRewriter) -> Counter[str]:
 
 
 def _records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The output records of one batch, protected under ``settings``."""
+    """The output records of one batch, protected under ``settings``.
+
+    The settings are checked against the rewriter's index before and after the batch: an
+    index replaced meanwhile (an update, a compaction, a rebuild) is reopened by the
+    component, and records checked against it must not claim the settings of the old one.
+    """
+    _check_same_index(rewriter, settings)
     records = []
-    for (doc_id, _), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
-        record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings}
+    for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
+        record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings, INPUT_DIGEST: rewriter.index.input_digest(doc_id, text)}
         record["edits"] = rewriter.published_edits(result.edits)  # no source phrase in the output by default
         records.append(record)
+    _check_same_index(rewriter, settings)
     return records
+
+
+def _check_same_index(rewriter: DelinkRewriter, settings: dict[str, Any]) -> None:
+    if protection_settings(rewriter) != settings:
+        raise InputError(
+            f"the index changed during the run (now {_settings_text(protection_settings(rewriter))}, the run protects "
+            f"under {_settings_text(settings)}); rerun it: it resumes, and checks again what was written"
+        )
 
 
 def protect_batch(
@@ -355,11 +414,6 @@ def protect_batch(
     rewriter = _WORKER_REWRITERS.get(spec)
     if rewriter is None or protection_settings(rewriter) != settings:
         rewriter = _WORKER_REWRITERS[spec] = spec.load()
-    if protection_settings(rewriter) != settings:
-        raise InputError(
-            f"a worker protects under {_settings_text(protection_settings(rewriter))}, not {_settings_text(settings)}: "
-            "the index changed during the run; rerun it (it resumes)"
-        )
     before = _tally(rewriter)
     records = _records(rewriter, batch, settings)
     return records, _tally(rewriter) - before
@@ -391,9 +445,12 @@ def protect_file(
     started = time.perf_counter()
     summary = ProtectSummary()
     check_output_path(output, input_path)
-    input_ids, summary.skipped_lines = scan_input(input_path, skip_invalid)
+    scan = scan_input(input_path, skip_invalid, rewriter.index.input_digest)
+    summary.skipped_lines = scan.skipped
     settings = protection_settings(rewriter)
-    seen, summary.repaired_last_line = read_done(output, settings, input_ids)
+    resumed = read_done(output, settings, scan, rewriter.still_protected)
+    seen, summary.repaired_last_line = resumed.done, resumed.repaired_last_line
+    summary.redone.update(resumed.redo.values())
     handle: Optional[IO[str]] = None
     bar = tqdm(desc="protect", unit="doc", disable=not progress)
     tally: Counter[str] = Counter()
@@ -401,7 +458,7 @@ def protect_file(
     def batches() -> Iterator[list[tuple[Any, str]]]:
         batch: list[tuple[Any, str]] = []
         for line, doc_id, text in _documents(input_path, skip_invalid, JsonlStats()):
-            if input_ids.get(doc_id) != line:
+            if scan.lines.get(doc_id) != line:
                 raise InputError(f"{input_path}:{line}: the file changed while protect ran; rerun it (the run resumes)")
             if doc_id in seen:
                 summary.already_done += 1

@@ -11,6 +11,7 @@ keys are handled; docs/scale.md the sharded build, Dask and the figures.
 """
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .keys import KEY_ENV, STRICT_PERMISSIONS_ENV, KeyPermissionWarning, default
 from .reader import CorpusIndex, LargeKWarning, Level
 
 _OPEN: dict[tuple[str, str, bool], tuple[tuple[int, int, int], CorpusIndex]] = {}
+#: The resolved cache key of each way of naming an index (``open_index`` runs once per document).
+_RESOLVED: dict[tuple[str, str, str | None, str | None, bool], tuple[str, str, bool]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -35,7 +38,10 @@ def _manifest_stamp(path: str | Path) -> tuple[int, int, int]:
 def open_index(path: str | Path, key_file: str | Path | None = None, verify: bool = True) -> CorpusIndex:
     """Open an index once per process, so components in one pipeline (or the tasks of one
     worker) share it; reopened when an update or compaction has replaced its manifest since."""
-    cache_key = (str(Path(path).resolve()), str(resolve_key_path(path, key_file).resolve()), verify)
+    named = (os.getcwd(), str(path), None if key_file is None else str(key_file), os.environ.get(KEY_ENV), verify)
+    cache_key = _RESOLVED.get(named)
+    if cache_key is None:
+        cache_key = _RESOLVED.setdefault(named, (str(Path(path).resolve()), str(resolve_key_path(path, key_file).resolve()), verify))
     stamp = _manifest_stamp(path)
     with _OPEN_LOCK:
         cached = _OPEN.get(cache_key)

@@ -168,6 +168,9 @@ class IndexBuilder:
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.updatable = updatable
         self.readings = check_readings(readings)
+        #: Search rows with their exact twin's documents stored once (``shards.write_level``); an
+        #: updatable index keeps them apart, as its forward store names every row.
+        self.twins = "search" in self.readings and "exact" in self.readings and not updatable
         Tokenizer(self.rules)  # refuse bad rules before any output is touched
 
     def build(
@@ -265,7 +268,7 @@ class IndexBuilder:
             with tqdm(total=self.rules.max_n, desc="counting n-grams", unit="level", disable=None if self.progress else True, leave=False) as bar:
                 levels = shards_module.count_levels(
                     runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update,
-                    keep_level1_keys=self.updatable,
+                    keep_level1_keys=self.updatable, twins=self.twins,
                 )
             arrays = levels.arrays()
             forward_spec = None
@@ -325,6 +328,7 @@ class IndexBuilder:
                 "documents": summary.documents,
                 "tokens": summary.tokens,
                 "readings": reading_entries(self.readings, summary.reading_tokens),
+                "twins": self.twins,
                 "reduction": REDUCTION,
                 "shard_bits": shard_bits,
                 "doc_ids": {

@@ -10,16 +10,19 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
                                      n-grams' documents, packed
     shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2, then
                                      a rank directory over those bits (``codec.flag_words``)
+    shard-<s>.level-<n>.twin         uint64 words, with both readings and no forward store:
+                                     one bit per stored n-gram, it also answers for its
+                                     search-reading twin (``twin_file``)
     forward.rows, forward.offsets    only in an updatable index: each document's tokens as
                                      level-1 rows (``forward.py``)
     delta-<d>/                       only after ``delink index --update``: one delta each
                                      (``update.py``): doc_ids.digests, forward.*, and per
                                      level ``level-<n>.ef`` (keys, postings, additions)
 
-An index with deltas is format 6 (a format-5 reader must not answer from its base
-alone); ``delink compact`` merges them and writes format 5 again. Both are read; formats
-3 and 4 (before the df-1 n-grams' documents were coded apart) are refused with a request
-to rebuild.
+An index with deltas is format 8 (a format-7 reader must not answer from its base
+alone); ``delink compact`` merges them and writes format 7 again. Both are read; formats
+3 to 6 (before the search reading's family bit in every key, SPEC §8) are refused with a
+request to rebuild: their keys would silently miss every lookup.
 
 The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shard_of``),
 so a lookup goes to one shard. Each shard-level file is Elias–Fano sequences — the
@@ -55,9 +58,9 @@ from .codec import flag_words
 from .hashing import mac_matches, manifest_mac
 
 FORMAT_NAME = "spacy-delink-index"
-FORMAT_VERSION = 6
+FORMAT_VERSION = 8
 #: The format of an index without deltas: what every build and compaction writes.
-BASE_FORMAT_VERSION = 5
+BASE_FORMAT_VERSION = 7
 MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
 FORWARD_ROWS = "forward.rows"
@@ -117,6 +120,8 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
     readings = manifest.get("readings")
     if readings is None:
         return
+    if not isinstance(manifest.get("twins", False), bool) or (manifest.get("twins") and not {"exact", "search"} <= set(readings)):
+        raise IndexFormatError(f"{manifest_path}: field 'twins' is malformed; rebuild the index with `delink index`")
     if not (
         isinstance(readings, dict) and readings and set(readings) <= set(READINGS)
         and all(isinstance(v, dict) and _natural(v.get("tokens")) for v in readings.values())
@@ -146,6 +151,15 @@ def frequent_file(shard: int, level: int) -> str:
     return f"shard-{shard:04d}.level-{level}.frequent"
 
 
+def twin_file(shard: int, level: int) -> str:
+    """One bit per row of ``shard_file(shard, level)``: whether it also answers for its search-reading twin.
+
+    Written by builds that hold both readings (not updatable ones): a search n-gram whose
+    documents are its exact twin's is not stored again (``kernels.shared_twins``).
+    """
+    return f"shard-{shard:04d}.level-{level}.twin"
+
+
 def frequent_words(df: np.ndarray) -> np.ndarray:
     """The ``frequent_file`` words for rows with these dfs: bit ``r % 64`` of word ``r // 64``,
     then the bits' rank directory (``codec.flag_words``)."""
@@ -157,10 +171,13 @@ def part_fields(part: str) -> tuple[str, ...]:
     return PACKED_FIELDS if part in PACKED_PARTS else LAYOUT_FIELDS
 
 
-def array_names(max_n: int, shard_bits: int) -> list[str]:
+def array_names(max_n: int, shard_bits: int, twins: bool = False) -> list[str]:
     """Every array an index of these dimensions lists, id digests first."""
     levels = [(s, n) for n in range(1, max_n + 1) for s in range(1 << shard_bits)]
-    return [DOC_ID_DIGESTS, *(shard_file(s, n) for s, n in levels), *(frequent_file(s, n) for s, n in levels)]
+    return [
+        DOC_ID_DIGESTS, *(shard_file(s, n) for s, n in levels), *(frequent_file(s, n) for s, n in levels),
+        *(twin_file(s, n) for s, n in levels if twins),
+    ]
 
 
 def delta_folder(number: int) -> str:
@@ -187,7 +204,7 @@ def coded_parts(name: str) -> tuple[str, ...]:
 
 def required_arrays(manifest: dict[str, Any]) -> list[str]:
     """Every array an (already shape-checked) manifest must list."""
-    names = array_names(manifest["rules"]["max_n"], manifest["shard_bits"])
+    names = array_names(manifest["rules"]["max_n"], manifest["shard_bits"], manifest.get("twins") is True)
     if manifest.get("forward") is not None:
         names += [FORWARD_ROWS, FORWARD_OFFSETS]
     for delta in manifest.get("deltas", []):
@@ -245,8 +262,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
         )
     if version < BASE_FORMAT_VERSION:
         raise IndexFormatError(
-            f"{path} uses index format {version} of an older spacy-delink (format {BASE_FORMAT_VERSION} codes "
-            "the postings anew); rebuild it with `delink index ... --overwrite`"
+            f"{path} uses index format {version} of an older spacy-delink (format {BASE_FORMAT_VERSION} adds the "
+            "search reading's keys, docs/linkage-rules.md §8); rebuild it with `delink index ... --overwrite`"
         )
     for name, kind in _FIELDS.items():
         if not isinstance(manifest.get(name), kind) or isinstance(manifest.get(name), bool):

@@ -1,20 +1,24 @@
 """Keyed hashing under the index secret: N-gram keys, document-id digests, the manifest MAC.
 
 Each distinct search form gets a 64-bit keyed BLAKE2b digest under a secret that is
-generated at build time and kept in a separate key file (``keys.py``). An N-gram's key
-chains the keyed token digests with a 64-bit mixing step (``kernels.extend``); without the secret
-no N-gram key can be computed, so the index cannot be probed for phrases. Chaining lets
-level n be computed from level n−1 with one vectorized step, both at build and at query
-time. Two distinct N-grams of one length collide with probability about 2^-64 per pair.
+generated at build time and kept in a separate key file (``keys.py``); its lowest bit names
+the reading (the family bit). An N-gram's key chains the keyed token digests with a 64-bit
+mixing step (``kernels.extend``); without the secret no N-gram key can be computed, so the
+index cannot be probed for phrases. Chaining lets level n be computed from level n−1 with
+one vectorized step, both at build and at query time. Two distinct N-grams of one length
+and family collide with probability about 2^-63 per pair.
 
 The secret is used for three purposes, each under its own key so that no output of one
 can stand in for another (domain separation):
 
-* token digests: BLAKE2b keyed with the secret itself, no personalization, under the
-  exact reading; under the search reading (SPEC §8) keyed with a subkey for it, so that
-  its n-gram keys and the exact reading's are two disjoint families in one index;
-* the manifest MAC and document-id digests: BLAKE2b keyed with a subkey derived from the
-  secret (``derive_key``, a keyed BLAKE2b with its own personalization and the purpose);
+* token digests: BLAKE2b keyed with the secret itself, no personalization, its lowest
+  bit replaced by the reading's family (0 exact, 1 search, SPEC §8): the two readings'
+  keys are two disjoint families in one index, and the same strings read under both
+  have keys that differ in that bit alone (``kernels.mix``), so a build can store a
+  search-reading n-gram with the same documents as its exact twin once;
+* the manifest MAC, document-id digests and ``delink protect``'s input digests: BLAKE2b
+  keyed with a subkey derived from the secret (``derive_key``, a keyed BLAKE2b with its own
+  personalization and the purpose);
 * the public key id (``keys.key_id``): an unkeyed BLAKE2b of the secret, personalized;
 * the forward store's encryption (``ForwardCipher``): BLAKE2b under two more subkeys, one
   deriving each file's nonce from its content, one generating the keystream.
@@ -31,7 +35,7 @@ import numpy as np
 
 from ...errors import InputError
 from ..tokenize import SearchTokenizer, Tokenizer, Tokens
-from .kernels import Vocabulary, ascii_digests, blake2b_keyed_state, extend
+from .kernels import FAMILY, Vocabulary, ascii_digests, blake2b_keyed_state, extend
 from .keys import KEY_BYTES
 
 __all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac", "sidecar_mac_key"]
@@ -41,10 +45,9 @@ ID_DIGEST_BYTES = 16
 ID_DIGEST_DTYPE = np.dtype(f"S{ID_DIGEST_BYTES}")
 _SUBKEY_PERSON = b"delink-subkey"
 _MAC_PURPOSE = b"manifest-mac/v2"
-#: The token digests of a reading other than the exact one (SPEC §8) are keyed with this subkey, and the reading's name.
-_READING_PURPOSE = b"reading-tokens/v1/"
 _SIDECAR_MAC_PURPOSE = b"sidecar-manifest-mac/v1"
 _ID_PURPOSE = b"document-id/v2"
+_INPUT_PURPOSE = b"protect-input/v1"
 _NONCE_PURPOSE = b"forward-nonce/v1"
 _STREAM_PURPOSE = b"forward-stream/v1"
 #: Bytes of keystream per BLAKE2b call (its largest digest).
@@ -68,6 +71,14 @@ def sidecar_mac_key(secret: bytes) -> bytes:
 
 def mac_matches(secret: bytes, canonical: bytes, mac: str) -> bool:
     return hmac.compare_digest(manifest_mac(secret, canonical), mac)
+
+
+def input_digest(secret: bytes, doc_id: str | int, text: str) -> str:
+    """A keyed digest (hex) of one input document, id and text, that ``delink protect`` records:
+    a resumed run redoes a document whose input text changed, and the digest says nothing
+    of the text to whoever lacks the key (a plain hash would confirm a guessed text)."""
+    canonical = json.dumps([doc_id, text], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(canonical, key=derive_key(secret, _INPUT_PURPOSE), digest_size=16).hexdigest()
 
 
 class IdHasher:
@@ -94,8 +105,8 @@ class TokenHasher:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
-        if tokenizer.reading != "exact":  # each reading's keys in their own domain: a search key never meets an exact one
-            secret = derive_key(secret, _READING_PURPOSE + tokenizer.reading.encode())
+        #: The family bit of this reading's digests (``kernels.FAMILY``): 0 exact, 1 search.
+        self.family = np.uint64(0 if tokenizer.reading == "exact" else 1)
         #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
         self._keyed = hashlib.blake2b(digest_size=8, key=secret)
         self._secret = secret
@@ -103,10 +114,10 @@ class TokenHasher:
         self._lock = threading.Lock()
 
     def digest(self, form: str) -> int:
-        """The keyed digest of one search form."""
+        """The keyed digest of one token's key form, its lowest bit the reading's family."""
         state = self._keyed.copy()
         state.update(form.encode("utf-8", "surrogatepass"))
-        return int.from_bytes(state.digest(), "little")
+        return int.from_bytes(state.digest(), "little") & ~1 | int(self.family)
 
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
         """uint64 keyed digests of each token's search form.
@@ -134,6 +145,8 @@ class TokenHasher:
         codes, all_starts, all_ends = tokens.forms
         starts, ends = all_starts[new], all_ends[new]
         digests, plain = ascii_digests(codes, starts, ends, self.tokenizer.folds_ascii, self._keyed_words)
+        digests &= ~FAMILY
+        digests |= self.family
         others = new[~plain]
         if len(others):
             key_form, digest = self.tokenizer.key_form, self.digest

@@ -400,16 +400,58 @@ _MUL2 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL3 = np.uint64(0x94D049BB133111EB)
 
 
+#: The lowest bit of every token digest and n-gram key names its reading's family (0 exact,
+#: 1 search); ``TWIN`` flips it: an n-gram and its twin of the other reading, with the same
+#: token strings, have keys that differ in that bit alone (``hashing.TokenHasher``).
+FAMILY = np.uint64(1)
+TWIN = FAMILY
+_HASH_BITS = ~FAMILY
+
+
 @nb.njit(cache=True, nogil=True)
 def mix(prefix: np.uint64, token: np.uint64) -> np.uint64:
-    """One chaining step: the key of an n-gram from its prefix's key and its last token's digest."""
-    x = prefix * _MUL1 + token
+    """One chaining step: the key of an n-gram from its prefix's key and its last token's digest.
+
+    The family bits of the inputs are left out of the mixing and the token's is the key's, so
+    an n-gram's key and its twin's (the same strings read under the other reading) differ in
+    the family bit alone, at every length.
+    """
+    x = (prefix & _HASH_BITS) * _MUL1 + (token & _HASH_BITS)
     x ^= x >> np.uint64(30)
     x *= _MUL2
     x ^= x >> np.uint64(27)
     x *= _MUL3
     x ^= x >> np.uint64(31)
-    return x
+    return (x & _HASH_BITS) | (token & FAMILY)
+
+
+@nb.njit(cache=True, nogil=True)
+def shared_twins(keys: np.ndarray, df: np.ndarray, postings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows a level file keeps, and which kept rows also answer for their search twin.
+
+    ``keys`` are a shard's distinct keys (ascending), ``df`` and ``postings`` their posting
+    lists. A search-reading row (family bit 1) whose twin (the key less that bit: the row
+    just before it) has the same documents is dropped, and the twin marked: a search
+    lookup finds the documents there (``levels.TwinLevel``).
+    """
+    count = len(keys)
+    keep = np.ones(count, dtype=np.bool_)
+    twin = np.zeros(count, dtype=np.bool_)
+    start = 0
+    previous_start = 0
+    for i in range(count):
+        if i > 0 and keys[i] & FAMILY and keys[i - 1] == keys[i] ^ TWIN and df[i] == df[i - 1]:
+            same = True
+            for j in range(df[i]):
+                if postings[start + j] != postings[previous_start + j]:
+                    same = False
+                    break
+            if same:
+                keep[i] = False
+                twin[i - 1] = True
+        previous_start = start
+        start += df[i]
+    return keep, twin
 
 
 @nb.njit(cache=True, nogil=True)

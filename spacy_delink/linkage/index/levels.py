@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numba as nb
 import numpy as np
 
 from . import codec
 from .format import PACKED_PARTS, part_fields
+from .kernels import TWIN
 
 
 class Level:
@@ -71,6 +73,58 @@ class Level:
             for shard, coded in enumerate(self._keys)
         ]
         return np.concatenate(parts)
+
+
+class TwinLevel:
+    """A level as the search reading reads it, where search rows that repeat their exact twin are not stored.
+
+    A build with both readings writes a search n-gram whose documents are its exact
+    twin's (the same strings: the key less the family bit, ``kernels.TWIN``) only as the
+    twin's row, with a bit in the twin file (``shards.write_level``). A search key is
+    therefore looked up as its twin first — one search for the shared n-grams, most of
+    them — and as itself only where the twin does not answer for it.
+    """
+
+    def __init__(self, level: Level, twin_words: list[np.ndarray]) -> None:
+        self.level = level
+        self._row_base = np.asarray(level.row_base, dtype=np.int64)
+        self._word_base = np.cumsum([0, *(len(words) for words in twin_words)]).astype(np.int64)
+        self._words = np.concatenate(twin_words) if twin_words else np.zeros(0, dtype=np.uint64)
+
+    def __len__(self) -> int:
+        return len(self.level)
+
+    def lookup(self, keys: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each search-reading key (-1 when not stored) and its df (capped as ``Level.lookup``)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+        rows, df = self.level.lookup(keys ^ TWIN, cap)
+        own = ~_twin_bits(rows, self._row_base, self._word_base, self._words)
+        if own.any():
+            rows[own], df[own] = self.level.lookup(keys[own], cap)
+        return rows, df
+
+    def documents(self, row: int) -> np.ndarray:
+        return self.level.documents(row)
+
+    def documents_many(self, rows: np.ndarray) -> list[np.ndarray]:
+        return self.level.documents_many(rows)
+
+    def documents_flat(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.level.documents_flat(rows)
+
+
+@nb.njit(cache=True, nogil=True)
+def _twin_bits(rows: np.ndarray, row_base: np.ndarray, word_base: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Whether each row (-1: none) answers for its search twin: its bit in its shard's twin file."""
+    found = np.zeros(len(rows), dtype=np.bool_)
+    for i in range(len(rows)):
+        row = rows[i]
+        if row < 0:
+            continue
+        shard = np.searchsorted(row_base, row, side="right") - 1
+        local = row - row_base[shard]
+        found[i] = (words[word_base[shard] + (local >> 6)] >> np.uint64(local & 63)) & np.uint64(1) == 1
+    return found
 
 
 def split_documents(lengths: np.ndarray, documents: np.ndarray) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ import shutil
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -34,13 +34,14 @@ from .format import (
     manifest_readings,
     required_arrays,
     shard_file,
+    twin_file,
     verify_mac,
 )
-from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, sidecar_mac_key
+from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, input_digest, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
 from .codec import PostingClasses, flag_words_length
-from .levels import DeltaLevel, Level, UpdatedLevel, coded_from_words, sequences
+from .levels import DeltaLevel, Level, TwinLevel, UpdatedLevel, coded_from_words, sequences
 
 
 class LargeKWarning(UserWarning):
@@ -111,7 +112,8 @@ class CorpusIndex:
         self.manifest = manifest
         self.rules = LinkageRules.from_dict(manifest["rules"])
         self.documents: int = manifest["documents"]
-        self.tokens: int = manifest["tokens"]
+        #: Positions indexed: the tokens of every reading the index holds (``tokens`` counts one reading's).
+        self.positions: int = manifest["tokens"]
         specs = manifest["arrays"]
         self.shard_bits: int = manifest["shard_bits"]
         arrays = {name: _map_array(self.path, name, specs[name]) for name in required_arrays(manifest)}
@@ -122,18 +124,32 @@ class CorpusIndex:
         self.deltas: list[dict[str, Any]] = manifest.get("deltas", [])
         self.base_documents = base_documents(manifest)
         self.levels: dict[int, Level | UpdatedLevel] = {n: self._level(n, arrays, specs) for n in range(1, self.rules.max_n + 1)}
+        #: Per level, each shard's twin bits (``format.twin_file``), when search rows share their exact twins'.
+        self._twin_words: dict[int, list[np.ndarray]] = {}
+        if manifest.get("twins"):
+            for n, level in self.levels.items():
+                rows = np.diff(np.asarray(level.row_base)) if isinstance(level, Level) else []
+                self._twin_words[n] = [arrays[twin_file(s, n)] for s in range(1 << self.shard_bits)]
+                if [len(words) for words in self._twin_words[n]] != [flag_words_length(int(r)) for r in rows]:
+                    raise IndexFormatError(
+                        f"index {self.path}: the twin files of level {n} do not have one bit per row; rebuild it with `delink index`"
+                    )
+        self._twin_levels: dict[int, TwinLevel] | None = None
         digests = [arrays[DOC_ID_DIGESTS], *(arrays[f"{d['name']}/{DOC_ID_DIGESTS}"] for d in self.deltas)]
         self.doc_id_digests = np.concatenate(digests) if self.deltas else digests[0]
         #: Each segment's forward store (base, then each delta), or None: not updatable.
         self.forward: list[Forward] | None = self._forward(arrays, secret) if manifest.get("forward") is not None else None
         self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
         self._id_hasher = IdHasher(secret)
+        self._secret = secret
         self._sidecar_key = sidecar_mac_key(secret)
         self._doc_ids: list[DocId] | None = None
         self._numbers: dict[bytes, int] | None = None
         #: The readings of the rules this index holds (``linkage.readings``), with their tokens.
         self.reading_entries = manifest_readings(manifest)
         self.readings = check_readings(self.reading_entries)
+        #: The collection's tokens under the first reading held (the exact one, unless the index holds the search one alone).
+        self.tokens: int = self.reading_entries[self.readings[0]]["tokens"]
         self.hashers = {reading: TokenHasher(tokenizer_for(reading, self.rules), secret) for reading in self.readings}
         if "exact" not in self.hashers:  # the exact tokenizer also checks masks and counts the original's tokens
             self.hashers["exact"] = TokenHasher(Tokenizer(self.rules), secret)
@@ -206,6 +222,10 @@ class CorpusIndex:
             self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected, self.documents)
         return self._doc_ids
 
+    def input_digest(self, doc_id: DocId, text: str) -> str:
+        """A keyed digest of an input document (``hashing.input_digest``) under this index's key."""
+        return input_digest(self._secret, doc_id, text)
+
     def id_digest(self, doc_id: DocId) -> bytes:
         """The keyed digest of an id, as ``doc_ids.digests`` stores it."""
         return self._id_hasher.digest(doc_id)
@@ -261,6 +281,20 @@ class CorpusIndex:
                 f"these texts; rebuild it with `delink index <corpus> -o {self.path} --overwrite`"
             )
         return wanted
+
+    def levels_of(self, reading: str) -> Mapping[int, Level | UpdatedLevel | TwinLevel]:
+        """The levels that answer one reading's lookups: both readings' keys live in the same
+        levels, and where a search row is stored only as its exact twin's (``TwinLevel``) the
+        search reading reads through the twin bits."""
+        if reading not in self.readings:
+            self.require_readings([reading])
+        if reading == "exact" or not self._twin_words:
+            return self.levels
+        if self._twin_levels is None:
+            self._twin_levels = {
+                n: TwinLevel(level, self._twin_words[n]) for n, level in self.levels.items() if isinstance(level, Level)
+            }
+        return self._twin_levels
 
     def tokenize(self, text: str, reading: str = "exact") -> tuple[Tokens, np.ndarray]:
         """Tokens of ``text`` under the index's rules and one of its readings, and their keyed digests."""

@@ -51,7 +51,7 @@ from ...corpus import CorpusStats, DocId, read_documents
 from ..readings import DEFAULT_READINGS, tokenizer_for
 from ..tokenize import LinkageRules
 from . import codec, kernels
-from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file
+from .format import CODED_PARTS, POSTING_CLASSES, frequent_file, frequent_words, shard_file, twin_file
 from .hashing import TokenHasher
 from .keys import KEY_BYTES
 
@@ -373,11 +373,21 @@ class LevelFile:
     sha256: str
     #: The SHA-256 of its ``frequent_file`` (one bit per row: df >= 2).
     frequent_sha256: str
+    #: The SHA-256 of its ``twin_file`` (one bit per row: it answers for its search twin), if written.
+    twin_sha256: str | None = None
 
     def frequent_dict(self) -> dict[str, Any]:
         """The ``frequent_file``'s entry in the manifest's array table."""
+        return self._bits_dict(self.frequent_sha256)
+
+    def twin_dict(self) -> dict[str, Any]:
+        """The ``twin_file``'s entry in the manifest's array table."""
+        assert self.twin_sha256 is not None
+        return self._bits_dict(self.twin_sha256)
+
+    def _bits_dict(self, sha256: str) -> dict[str, Any]:
         words = codec.flag_words_length(self.ngrams)
-        return {"dtype": "<u8", "length": words, "bytes": 8 * words, "sha256": self.frequent_sha256}
+        return {"dtype": "<u8", "length": words, "bytes": 8 * words, "sha256": sha256}
 
     def to_dict(self) -> dict[str, Any]:
         """The file's entry in the manifest's array table."""
@@ -429,16 +439,29 @@ def count_level(
     return len(unique)
 
 
-def write_level(store: WorkStore, out: str, shard: int, level: int, shard_bits: int, documents: int, keep_keys: bool = False) -> LevelFile:
+def write_level(
+    store: WorkStore, out: str, shard: int, level: int, shard_bits: int, documents: int, keep_keys: bool = False,
+    twins: bool = False,
+) -> LevelFile:
     """Code the rows ``count_level`` left for one shard's level into its level file (and the frequent bits).
 
     It depends on nothing the next level computes, so it runs while that level is emitted
     and counted. ``keep_keys`` leaves the shard's distinct keys in the store (the forward
-    store's rows).
+    store's rows). With ``twins``, a search-reading row with the same documents as its
+    exact twin is not written: the twin's bit in the ``twin_file`` says it answers for
+    both (``kernels.shared_twins``), which stores most search n-grams once.
     """
     unique = store.get(kept_keys_name(shard, level), np.uint64)
     df = store.get(_rows_name(shard, level, "df"), np.uint32)
     postings = store.get(_rows_name(shard, level, "postings"), np.uint32)
+    twin_sha256 = None
+    if twins:
+        assert not keep_keys, "the forward store names every row: an updatable index keeps its search rows"
+        keep, twin = kernels.shared_twins(unique, df, postings)
+        if not keep.all():
+            postings = postings[np.repeat(keep, df)]
+            unique, df, twin = unique[keep], df[keep], twin[keep]
+        twin_sha256 = write_durable(Path(out) / twin_file(shard, level), codec.flag_words(twin))
     base = np.uint64(shard << (64 - shard_bits)) if shard_bits else np.uint64(0)
     parts = code_rows(unique - base, 1 << (64 - shard_bits), df, postings, documents, POSTING_CLASSES)
     sha256 = write_durable(Path(out) / shard_file(shard, level), np.concatenate([words for _, words in parts]))
@@ -447,7 +470,7 @@ def write_level(store: WorkStore, out: str, shard: int, level: int, shard_bits: 
         store.drop(kept_keys_name(shard, level))
     store.drop(_rows_name(shard, level, "df"))
     store.drop(_rows_name(shard, level, "postings"))
-    return LevelFile(shard, level, [layout for layout, _ in parts], len(unique), len(postings), sha256, frequent_sha256)
+    return LevelFile(shard, level, [layout for layout, _ in parts], len(unique), len(postings), sha256, frequent_sha256, twin_sha256)
 
 
 # --- running the tasks -----------------------------------------------------------------
@@ -519,7 +542,8 @@ class Levels:
 
     def arrays(self) -> dict[str, dict[str, Any]]:
         tables = {shard_file(f.shard, f.level): f.to_dict() for f in self.files}
-        return {**tables, **{frequent_file(f.shard, f.level): f.frequent_dict() for f in self.files}}
+        twins = {twin_file(f.shard, f.level): f.twin_dict() for f in self.files if f.twin_sha256 is not None}
+        return {**tables, **{frequent_file(f.shard, f.level): f.frequent_dict() for f in self.files}, **twins}
 
 
 def count_levels(
@@ -531,12 +555,14 @@ def count_levels(
     shard_bits: int,
     advance: Callable[[], object] | None = None,
     keep_level1_keys: bool = False,
+    twins: bool = False,
 ) -> Levels:
     """Step 2 of the module docstring, level by level: emit and count are barriers; each
     level's writes run beside the next level and are waited for at the end.
 
     ``keep_level1_keys`` leaves each shard's distinct level-1 keys in the store
-    (``kept_keys_name``), which the forward store's tasks read.
+    (``kept_keys_name``), which the forward store's tasks read; ``twins`` stores a search
+    n-gram with its exact twin's documents once (``write_level``).
     """
     bases = np.cumsum([0] + [len(p.doc_ids) for p in partitions]).tolist()
     documents = bases[-1]
@@ -558,7 +584,7 @@ def count_levels(
             [runner.task_threads(len(shards))] * len(shards),
         )
         writes += [
-            runner.submit(write_level, store, str(out), shard, level, shard_bits, documents, keep_level1_keys and level == 1)
+            runner.submit(write_level, store, str(out), shard, level, shard_bits, documents, keep_level1_keys and level == 1, twins)
             for shard in shards
         ]
         if advance is not None:

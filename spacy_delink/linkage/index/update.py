@@ -346,7 +346,7 @@ def update_index(
         manifest = {name_: value for name_, value in index.manifest.items() if name_ != "mac"}
         manifest["format_version"] = FORMAT_VERSION
         manifest["documents"] = width
-        manifest["tokens"] = index.tokens + len(new_tok)
+        manifest["tokens"] = index.positions + len(new_tok)
         if "readings" in manifest:
             manifest["readings"] = {
                 reading: {**entry, "tokens": entry["tokens"] + result.reading_tokens[reading]}
