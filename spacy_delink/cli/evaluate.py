@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .linkage import READINGS_HELP
 
 
 @app.command("evaluate")
@@ -21,6 +22,7 @@ def evaluate_command(
     report_k: Optional[int] = typer.Option(None, "--report-k", help="k of the documents shown in the report [default: the smallest --k]."),
     report_arity: Optional[int] = typer.Option(None, "--report-arity", help="Arity shown in the report [default: the largest --arity]."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Combinations listed per document in the report."),
+    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     engine: bool = typer.Option(True, "--engine/--no-engine", help="Also run the attack with tantivy (independent search engine)."),
     semantic: bool = typer.Option(True, "--semantic/--no-semantic", help="Semantic linkage and similarity (needs the embeddings extra)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
@@ -33,6 +35,7 @@ def evaluate_command(
     from ..linkage.combinations import check_arity
     from ..linkage.index import CorpusIndex
     from ..linkage.ngrams import check_k
+    from ..linkage.readings import check_readings
 
     settings = EvaluationSettings(
         ks=parse_int_list(k, "--k", check_k),
@@ -42,6 +45,7 @@ def evaluate_command(
         max_combinations=max_combinations,
         adversary=engine,
         semantic=semantic,
+        readings=check_readings(readings),
     )
     inputs = [index, original, deidentified] + ([protected] if protected else [])
     evaluation = evaluate_to_folder(

@@ -11,6 +11,10 @@ from .app import app
 STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
+READINGS_HELP = (
+    "Readings of the rules checked, comma-separated: exact (the paper's, broken at punctuation) and search (what a search "
+    "engine reads: punctuation-blind, invisible and look-alike characters folded) [default: exact,search] (docs/linkage-rules.md §8)."
+)
 
 
 def _report_skipped(lines: list[str]) -> None:
@@ -33,6 +37,10 @@ def index_command(
         False, "--updatable", help="Also store each document's tokens as level-1 rows (about 2-3 bytes per token), which --update and `delink compact` need."
     ),
     max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (docs/linkage-rules.md)."),
+    readings: str = typer.Option(
+        "exact,search", "--readings",
+        help="Readings of the rules the index holds, comma-separated; a query for another is refused [default: both] (docs/linkage-rules.md §8).",
+    ),
     text_field: str = typer.Option("text", "--text-field", help="JSONL field holding the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL field holding the document id."),
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger corpora spill to disk."),
@@ -62,12 +70,14 @@ def index_command(
     from ..io import refuse_same_file
     from ..urls import is_url
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
+    from ..linkage.readings import check_readings, describe
     from ..linkage.tokenize import LinkageRules
 
     sources = resolve_sources(corpus)
     if update is not None:
         given = [name for name, value in (
             ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
+            ("--readings", readings != "exact,search"),
             ("--workers", workers), ("--scheduler", scheduler), ("--shards", shards), ("--work-dir", work_dir),
         ) if value]
         if given:
@@ -98,6 +108,7 @@ def index_command(
         shards=shards,
         work_dir=work_dir,
         updatable=updatable,
+        readings=check_readings(readings),
     )
     summary = builder.build(
         documents,
@@ -110,10 +121,11 @@ def index_command(
     )
     for note in summary.notes:
         typer.echo(f"note: {note}", err=True)
+    words = next(iter(summary.reading_tokens.values()))  # the collection's tokens under the first reading (exact)
     typer.echo(
-        f"indexed {summary.documents:,} documents ({summary.empty_documents:,} empty), {summary.tokens:,} tokens, "
-        f"{summary.ngrams:,} distinct n-grams stored, {summary.bytes_on_disk:,} bytes "
-        f"({summary.bytes_on_disk / max(summary.tokens, 1):.1f} per token) in {summary.seconds:.1f} s → {output}",
+        f"indexed {summary.documents:,} documents ({summary.empty_documents:,} empty), {words:,} tokens, "
+        f"{summary.ngrams:,} distinct n-grams stored ({describe(builder.readings)}), {summary.bytes_on_disk:,} bytes "
+        f"({summary.bytes_on_disk / max(words, 1):.1f} per token) in {summary.seconds:.1f} s → {output}",
         err=True,
     )
     _report_skipped(summary.skipped_lines)
@@ -182,7 +194,8 @@ def assess_command(
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document."),
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
-    max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document (scores stay exact)."),
+    max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document and reading (scores stay exact)."),
+    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
@@ -198,21 +211,25 @@ def assess_command(
     from ..linkage.index import CorpusIndex
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.ngrams import check_k
+    from ..linkage.readings import check_readings, describe
 
     check_k(k)
+    checked = check_readings(readings)
     check_assess_outputs(input_path, output, html)
     corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
+    corpus_index.require_readings(checked)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = assess_file(
-            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner
+            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
+            readings=checked,
         )
     finally:
         if runner is not None:
             runner.close()
     typer.echo(
-        f"assessed {summary.documents:,} documents: {summary.linkable_documents:,} linkable at k={k} "
-        f"in {summary.seconds:.1f} s → {output}",
+        f"assessed {summary.documents:,} documents: {summary.linkable_documents:,} linkable at k={k}, arity {arity} "
+        f"under the {describe(checked)} of index {index} in {summary.seconds:.1f} s → {output}",
         err=True,
     )
     _report_skipped(summary.skipped_lines)

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app
-from .linkage import SCHEDULER_HELP, WORKERS_HELP
+from .linkage import READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP
 
 
 @app.command("protect")
@@ -17,6 +17,7 @@ def protect_command(
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL; appended to, so an interrupted run resumes."),
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
+    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     config: Optional[Path] = typer.Option(None, "--config", help="spaCy config with a delink_rewriter component [default: the offline Mask model]."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     batch_size: int = typer.Option(16, "--batch-size", help="Documents whose LLM requests are sent together."),
@@ -40,14 +41,17 @@ def protect_command(
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..linkage.index.distributed import DaskRunner
+    from ..linkage.readings import check_readings, describe
     from ..rewrite.protect import RewriterSpec, load_rewriter, parse_settings, protect_file
 
     overrides = parse_settings(settings or [])
+    checked = check_readings(readings)
     rewriter = load_rewriter(
-        index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads
+        index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads,
+        readings=checked,
     )
     # The workers share the machine's CPUs already: one document at a time on each, unless asked.
-    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads)
+    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads, checked)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = protect_file(
@@ -62,7 +66,8 @@ def protect_command(
         return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"
 
     typer.echo(
-        f"{summary.documents:,} documents protected ({summary.already_done:,} already done): "
+        f"{summary.documents:,} documents protected at k={k}, arity {arity} under the {describe(checked)} of index {index} "
+        f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone): "
         f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
         f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "
         f"failed calls: {counts(summary.failures, 'failed_')}; rejected rewrites: {counts(summary.rejected, 'rejected_')}; "
@@ -75,6 +80,9 @@ def protect_command(
             "were masked; pass --require-llm to make this an error"
         ) if summary.endpoint_down else "",
         "repaired a half-written last line" if summary.repaired_last_line else "",
+        (
+            "earlier records redone: " + ", ".join(f"{n:,} {why.replace('_', ' ')}" for why, n in sorted(summary.redone.items()))
+        ) if summary.redone else "",
         f"{len(summary.skipped_lines):,} invalid line(s) skipped" if summary.skipped_lines else "",
     ]
     if any(notes):

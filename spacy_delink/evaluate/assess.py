@@ -5,7 +5,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -16,6 +16,7 @@ from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
+from ..linkage.readings import DEFAULT_READINGS
 from .report import write_html_report
 
 
@@ -36,19 +37,20 @@ def _chunks(documents: Iterable[tuple[DocId, str]], size: int) -> Iterator[list[
 
 
 def assess_chunk(
-    index_path: str, key_file: str, verify: bool, k: int, arity: int, max_combinations: int,
+    index_path: str, key_file: str, verify: bool, k: int, arity: int, max_combinations: int, readings: tuple[str, ...],
     documents: list[tuple[DocId, str]],
 ) -> list[dict[str, Any]]:
     """One worker task: the records of a chunk, against the index mapped once per worker process."""
     index = open_index(index_path, key_file, verify)
-    return [assess_text(index, doc_id, text, k, arity, max_combinations) for doc_id, text in documents]
+    return [assess_text(index, doc_id, text, k, arity, max_combinations, readings) for doc_id, text in documents]
 
 
 def _assess_on(
-    runner: Runner, index: CorpusIndex, documents: Iterable[tuple[DocId, str]], k: int, arity: int, max_combinations: int
+    runner: Runner, index: CorpusIndex, documents: Iterable[tuple[DocId, str]], k: int, arity: int, max_combinations: int,
+    readings: tuple[str, ...],
 ) -> Iterator[tuple[DocId, str, dict[str, Any]]]:
     """Chunks assessed on the runner's workers, records back in input order."""
-    settings = (str(index.path.resolve()), str(index.key_path.resolve()), index.verified, k, arity, max_combinations)
+    settings = (str(index.path.resolve()), str(index.key_path.resolve()), index.verified, k, arity, max_combinations, readings)
     sent: deque[list[tuple[DocId, str]]] = deque()
 
     def arguments() -> Iterator[tuple[Any, ...]]:
@@ -89,6 +91,7 @@ def assess_file(
     progress: bool = True,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
     runner: Runner | None = None,
+    readings: Sequence[str] = DEFAULT_READINGS,
 ) -> AssessSummary:
     """Assess every line of ``input_path`` (the id rule of ``corpus.py``); outputs are written atomically.
 
@@ -100,6 +103,7 @@ def assess_file(
     check_k(k)
     check_arity(arity, allow_single=True)
     check_max_combinations(max_combinations)
+    readings = index.require_readings(readings)
     check_assess_outputs(input_path, output_path, html_path)
     index.warn_if_k_exceeds_collection(k)
     started = time.perf_counter()
@@ -109,10 +113,10 @@ def assess_file(
     report: list[tuple[str, dict[str, Any]]] = []
     if runner is None:
         records: Iterator[tuple[DocId, str, dict[str, Any]]] = (
-            (doc_id, text, assess_text(index, doc_id, text, k, arity, max_combinations)) for doc_id, text in documents
+            (doc_id, text, assess_text(index, doc_id, text, k, arity, max_combinations, readings)) for doc_id, text in documents
         )
     else:
-        records = _assess_on(runner, index, documents, k, arity, max_combinations)
+        records = _assess_on(runner, index, documents, k, arity, max_combinations, readings)
     with atomic_write(output_path) as out:
         with tqdm(desc="assessing", unit="doc", disable=None if progress else True) as bar:  # None: on a terminal only
             for doc_id, text, record in records:

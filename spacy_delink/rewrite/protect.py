@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Optional
+from typing import IO, Any, Callable, Iterator, Optional, Sequence
 
 import spacy
 from thinc.api import ConfigValidationError
@@ -93,6 +93,7 @@ def load_rewriter(
     flagging: Optional[str] = None,
     config_overrides: Optional[dict[str, Any]] = None,
     threads: Optional[int] = None,
+    readings: Optional[Sequence[str]] = None,
 ) -> DelinkRewriter:
     """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
 
@@ -109,6 +110,8 @@ def load_rewriter(
         settings["flagging"] = flagging
     if threads is not None:
         settings["threads"] = threads
+    if readings is not None:
+        settings["readings"] = list(readings)
     config_overrides = config_overrides or {}
     if config is None:
         if config_overrides:
@@ -345,23 +348,26 @@ class RewriterSpec:
     #: ``config_overrides`` as canonical JSON (hashable).
     overrides: str = "{}"
     threads: Optional[int] = None
+    readings: Optional[tuple[str, ...]] = None
 
     @classmethod
     def of(
         cls, index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path], require_llm: bool,
         flagging: Optional[str], overrides: dict[str, Any], threads: Optional[int] = None,
+        readings: Optional[Sequence[str]] = None,
     ) -> "RewriterSpec":
         """The spec of ``load_rewriter``'s arguments, with paths made absolute for the workers."""
         return cls(
             str(index.absolute()), k, arity, str(config.absolute()) if config is not None and config.is_file() else (str(config) if config else None),
             str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True), threads,
+            tuple(readings) if readings is not None else None,
         )
 
     def load(self) -> DelinkRewriter:
         return load_rewriter(
             Path(self.index), self.k, self.arity, Path(self.config) if self.config else None,
             Path(self.key_file) if self.key_file else None, require_llm=self.require_llm, flagging=self.flagging,
-            config_overrides=json.loads(self.overrides), threads=self.threads,
+            config_overrides=json.loads(self.overrides), threads=self.threads, readings=self.readings,
         )
 
 
