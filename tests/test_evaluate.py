@@ -135,6 +135,18 @@ def test_metrics_match_the_values_worked_out_by_hand(tiny: dict[str, Path]) -> N
         for version in ("before", "after"):
             assert c[version]["engine_linkable"] == c[version]["linkable"]
     assert metrics["engine"]["disagreements"] == []
+    assert metrics["engine"]["readings"] == ["exact", "search"]
+    # Outside the rules, proximity searches around the masks (slop 3) add nothing here:
+    # "farmer keeps near the"~3 is in a and b, "sells near the"~3 in c and d; ANDed with "near the
+    # river" or "near the lake" they single out a or d, as "the farmer keeps" and "sells" do already
+    # (tests/test_adversary.py has documents only a proximity search links).
+    assert metrics["engine"]["proximity"]["in_contract"] is False
+    near = cell(metrics, 2, 1)["after"]["proximity"]
+    assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"]) == (0, 2, 0)
+    near = cell(metrics, 2, 2)["after"]["proximity"]
+    assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"], near["beyond_contract_share"]) == (1, 1, 0, 0.0)
+    assert verdicts(metrics, "b", "after")[(2, 2)]["proximity_anonymity"] == 1
+    assert verdicts(metrics, "a", "after")[(2, 2)]["proximity_linkable"] is False
     assert {p for p in metrics["plots"]} >= {"linkage.png", "anonymity.png"}
     assert metrics["semantic"] == {"available": False, "reason": "not asked for (--no-semantic)"}
     from spacy_delink.evaluate.table import tables

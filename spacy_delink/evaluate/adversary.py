@@ -106,8 +106,8 @@ class Search:
 class Segmented:
     """A text as a reading cuts it: runs of words no phrase crosses, and which cuts only masks make.
 
-    ``masked[i]`` is true when nothing but masks (no paragraph end, no punctuation under
-    the exact reading) lies between ``runs[i]`` and ``runs[i + 1]``.
+    ``masked[i]`` is true when only masks lie between ``runs[i]`` and ``runs[i + 1]`` (no
+    paragraph end): a proximity search may bridge them. Always false under the exact reading.
     """
 
     runs: list[list[str]]
