@@ -18,7 +18,7 @@ import pytest
 
 from spacy_delink.cli import main
 from spacy_delink.errors import DelinkError, InputError
-from spacy_delink.evaluate.adversary import PhraseRules, SearchEngineAdversary
+from spacy_delink.evaluate.adversary import ExactReading, SearchEngineAdversary
 from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.evaluate.job import evaluate_to_folder
 from spacy_delink.evaluate.metrics import EvaluationSettings, compare_texts, parse_int_list
@@ -135,6 +135,18 @@ def test_metrics_match_the_values_worked_out_by_hand(tiny: dict[str, Path]) -> N
         for version in ("before", "after"):
             assert c[version]["engine_linkable"] == c[version]["linkable"]
     assert metrics["engine"]["disagreements"] == []
+    assert metrics["engine"]["readings"] == ["exact", "search"]
+    # Outside the rules, proximity searches around the masks (slop 3) add nothing here:
+    # "farmer keeps near the"~3 is in a and b, "sells near the"~3 in c and d; ANDed with "near the
+    # river" or "near the lake" they single out a or d, as "the farmer keeps" and "sells" do already
+    # (tests/test_adversary.py has documents only a proximity search links).
+    assert metrics["engine"]["proximity"]["in_contract"] is False
+    near = cell(metrics, 2, 1)["after"]["proximity"]
+    assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"]) == (0, 2, 0)
+    near = cell(metrics, 2, 2)["after"]["proximity"]
+    assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"], near["beyond_contract_share"]) == (1, 1, 0, 0.0)
+    assert verdicts(metrics, "b", "after")[(2, 2)]["proximity_anonymity"] == 1
+    assert verdicts(metrics, "a", "after")[(2, 2)]["proximity_linkable"] is False
     assert {p for p in metrics["plots"]} >= {"linkage.png", "anonymity.png"}
     assert metrics["semantic"] == {"available": False, "reason": "not asked for (--no-semantic)"}
     from spacy_delink.evaluate.table import tables
@@ -282,14 +294,16 @@ def random_text(rng: random.Random, words: int) -> str:
 
 
 def test_the_engine_matches_a_brute_force_count() -> None:
+    """The engine's exact reading against the plain reference of SPEC §1–§7 (the search reading's
+    reference is in tests/test_adversary.py)."""
     rng = random.Random(1234)
     corpus = [random_text(rng, rng.randint(6, 30)) for _ in range(30)]
     queries = [random_text(rng, rng.randint(4, 16)) for _ in range(12)] + corpus[:3]
     max_n = 4
-    engine = SearchEngineAdversary(corpus, LinkageRules(max_n=max_n), max_n)
+    engine = SearchEngineAdversary(corpus, LinkageRules(max_n=max_n), max_n, readings=["exact"], proximity_slop=None)
     compared = 0
     for text in queries:
-        found = engine.attack(text, [2, 3], [1, 2, 3])
+        found = engine.attack(text, [2, 3], [1, 2, 3]).readings["exact"]
         for k in (2, 3):
             expected_single = spec_oracle.assess(corpus, text, k, max_n)["anonymity"]
             assert found[(k, 1)].anonymity == expected_single, (text, k)
@@ -300,11 +314,11 @@ def test_the_engine_matches_a_brute_force_count() -> None:
                 assert found[(k, arity)].linkable == (expected["anonymity"] is not None)
                 compared += 1
     assert compared == len(queries) * 4
-    assert any(v.linkable for v in engine.attack(corpus[0], [2], [1]).values())  # a source singles itself out
+    assert engine.attack(corpus[0], [2], [1]).verdict((2, 1)).linkable  # a source singles itself out
 
 
-def test_phrases_stop_at_punctuation_masks_and_paragraphs() -> None:
-    rules = PhraseRules.from_rules(LinkageRules())
+def test_exact_phrases_stop_at_punctuation_masks_and_paragraphs() -> None:
+    rules = ExactReading.from_rules(LinkageRules())
     assert rules.pieces("U.S. law, 3.5 units [NAME] x\n\n y") == ["U.S", " law", " 3.5 units ", " x", " y"]
 
 

@@ -1,38 +1,84 @@
 """An independent adversary: the search-based linkage attack run with a real search engine.
 
-It shares no code with ``spacy_delink.linkage``: the original collection goes into a
-tantivy index (tantivy's own tokenizer: split on non-alphanumerics, drop tokens over 40
-characters, lowercase), a phrase of a document is a tantivy phrase query, and a
-combination is an AND of phrase queries. What it takes from our rules is only where a
-phrase ends: not across punctuation, paragraph ends or masks (SPEC §1–2, re-implemented
-here with regular expressions), on both sides — the released text is cut there into the
-phrases a person would type, and each original is indexed as one field value per piece,
-which tantivy never matches a phrase across (as Lucene's position gap between values).
-Without that, "the river" would hit an original that only has "... the. River ...".
+The original collection goes into an in-memory tantivy index; a phrase of a released text
+is a tantivy phrase query, a combination an AND of phrase queries. It shares no code with
+``spacy_delink.linkage``'s tokenizers and index: what it takes from there is the search
+form (``fold_text``, the normalizer an engine's ICU analyzer applies) and the index's
+rules values (mask patterns, break characters), so a disagreement with our index is a
+finding, not an echo of the same code.
 
-The attack (SPEC §4–5 semantics, counted by the engine): a phrase is linkable at k when
-1 <= hits < k; the candidates of a combination are the maximal phrases with >= k hits,
-one per distinct phrase; a combination of 2..arity candidates is linkable when the AND
-query has 1 <= hits < k. The pair and triple counts are computed from the candidates'
-hit sets (tantivy's result lists), and every linkable combination reported is confirmed
-by an actual boolean AND query, so a disagreement with our index is never an artefact of
-this module's set arithmetic.
+Two readings of a text (SPEC §8), each its own tantivy index:
+
+* ``search`` — the adversary's ordinary engine, what ``delink evaluate`` reports as
+  "tantivy". Each text is normalized to its search form (``fold_text``), every character
+  that is not a letter or digit becomes a space (the analyzer's character filter: the
+  SPEC's letters and digits are Python's, and tantivy's Unicode tables are newer), and
+  tantivy's simple tokenizer splits it. A phrase query matches consecutive positions
+  whatever punctuation lay between ("intent to supply. He" holds the phrase "supply he").
+  Phrases break only at masks (SPEC §2, found on the text as written, folded after) and
+  paragraph ends (found on the search form), on both sides: the released text is cut
+  there into the runs of words a person can type, and in an indexed original each break
+  is a run of ``SENTINEL`` tokens (see ``SearchReading.index_values`` for why tantivy
+  never matches a phrase, or a proximity query, across it).
+* ``exact`` — SPEC §1–§7's reading, for comparing our exact reading with an engine:
+  phrases also end at punctuation, tantivy lower-cases (where the rules apply NFKC and
+  case folding) and drops tokens over 40 characters; each original is indexed as one
+  field value per piece (tantivy leaves a position between values, so no exact phrase
+  matches across two).
+
+The attack (SPEC §4–5, counted by the engine): a phrase is linkable at k when
+1 <= hits < k; the candidates are the maximal phrases with >= k hits, one per distinct
+phrase; a combination of 2..arity candidates is linkable when the AND query has
+1 <= hits < k. Pair and triple supports come from tantivy's hit lists, and every linkable
+combination reported is confirmed by an actual boolean AND query.
+
+Outside the contract (SPEC §8, last point), the engine also tries **proximity searches
+around masks**: for each stretch of masks in a released text (search reading), the last
+one or two words before it and the first one or two after it as a sloppy phrase
+``"a b"~slop``, which bridges up to ``slop`` words in the original (what the mask hides).
+Such a search, alone or ANDed with the text's candidate phrases, can single out a
+document our rules call protected; ``delink evaluate`` reports it apart and the rules do
+not prevent it (docs/linkage-rules.md, "Outside the rules: proximity searches").
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 
-from ..errors import DelinkError
+from ..errors import DelinkError, InputError
+from ..linkage.search_form import fold_text
 
-#: tantivy's default text analysis, spelled out so queries are tokenized the same way.
+#: tantivy's default text analysis, spelled out, for the exact reading.
 MAX_TOKEN_CHARS = 40
+#: The token that fills a break in an indexed original under the search reading. Search
+#: tokens are case-folded, so they never contain an ASCII capital: no query matches it.
+SENTINEL = "BREAK"
+#: ``"a b"~3``: a proximity search bridges a mask that hides up to three words.
+DEFAULT_PROXIMITY_SLOP = 3
+#: Words taken on each side of a mask for a proximity search (1 and 2 are both tried).
+PROXIMITY_WORDS = 2
 _FIELD = "text"
 _DOC = "doc"
+_PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # the complement of str.isalnum()
+
+Cell = tuple[int, int]
+#: The widest proximity search: a mask hiding more words than this is not bridged.
+MAX_PROXIMITY_SLOP = 16
+
+
+def check_proximity_slop(slop: int, readings: Sequence[str]) -> int:
+    """A proximity search's slop, checked (the searches run under the search reading)."""
+    if not 1 <= slop <= MAX_PROXIMITY_SLOP:
+        raise InputError(f"proximity slop {slop}: must be between 1 and {MAX_PROXIMITY_SLOP} (words a mask may hide)")
+    if "search" not in readings:
+        raise InputError("proximity searches run under the search reading; add it to the readings or turn them off")
+    return slop
 
 
 def engine_unavailable() -> str | None:
@@ -44,41 +90,94 @@ def engine_unavailable() -> str | None:
     return None
 
 
-def _analyzer() -> Any:
-    import tantivy
+@dataclass(frozen=True)
+class Search:
+    """One search the adversary types: a phrase (``slop`` 0) or a sloppy phrase around a mask."""
 
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
-        .filter(tantivy.Filter.lowercase())
-        .build()
-    )
+    words: tuple[str, ...]
+    slop: int = 0
+
+    def __str__(self) -> str:
+        phrase = " ".join(self.words)
+        return f'"{phrase}"~{self.slop}' if self.slop else phrase
+
+
+@dataclass
+class Segmented:
+    """A text as a reading cuts it: runs of words no phrase crosses, and which cuts only masks make.
+
+    ``masked[i]`` is true when only masks lie between ``runs[i]`` and ``runs[i + 1]`` (no
+    paragraph end): a proximity search may bridge them. Always false under the exact reading.
+    """
+
+    runs: list[list[str]]
+    masked: list[bool]
+
+
+def _mask_spans(text: str, patterns: Sequence[re.Pattern[str]]) -> list[tuple[int, int]]:
+    """The union of the patterns' matches as sorted, merged character ranges (SPEC §2)."""
+    spans = sorted(match.span() for pattern in patterns for match in pattern.finditer(text) if match.end() > match.start())
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _is_word(ch: str) -> bool:
     return ch.isalnum() or unicodedata.category(ch).startswith("M")
 
 
+class Reading(ABC):
+    """How the engine reads a text: its analyzer, an original's field values, a released text's runs."""
+
+    name = ""
+
+    @abstractmethod
+    def analyzer(self) -> Any:
+        """The tantivy text analyzer of this reading."""
+
+    @abstractmethod
+    def index_values(self, text: str) -> list[str]:
+        """An original as the field values tantivy indexes (no phrase query matches across a break)."""
+
+    @abstractmethod
+    def segments(self, text: str, analyzer: Any) -> Segmented:
+        """A released text as runs of the analyzer's words."""
+
+
 @dataclass(frozen=True)
-class PhraseRules:
-    """Where a typed phrase stops: punctuation, paragraph ends and masks (from the index's rules)."""
+class ExactReading(Reading):
+    """SPEC §1–2's breaks (punctuation, paragraph ends, masks), re-implemented with regexes."""
 
     break_chars: str
     non_breaking_single: str
     paragraph_breaks: bool
     mask_patterns: tuple[str, ...]
+    name = "exact"
 
     @classmethod
-    def from_rules(cls, rules: Any) -> "PhraseRules":
+    def from_rules(cls, rules: Any) -> "ExactReading":
         return cls(rules.break_chars, rules.non_breaking_single, rules.paragraph_breaks, tuple(rules.mask_patterns))
+
+    def analyzer(self) -> Any:
+        import tantivy
+
+        return (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+            .filter(tantivy.Filter.remove_long(MAX_TOKEN_CHARS))
+            .filter(tantivy.Filter.lowercase())
+            .build()
+        )
 
     def pieces(self, text: str) -> list[str]:
         """The text cut at every break; masks are cut out entirely."""
         cut = np.zeros(len(text) + 1, dtype=bool)
         masked = np.zeros(len(text), dtype=bool)
-        for pattern in self.mask_patterns:
-            for match in re.finditer(pattern, text):
-                masked[match.start() : match.end()] = True
+        for start, end in _mask_spans(text, [re.compile(p) for p in self.mask_patterns]):
+            masked[start:end] = True
         cut[: len(text)] |= masked
         if self.break_chars:
             for match in re.finditer("[" + re.escape(self.break_chars) + "]", text):
@@ -94,7 +193,7 @@ class PhraseRules:
                 if not lone:
                     cut[i] = True
         if self.paragraph_breaks:
-            for match in re.finditer(r"\n[ \t\r]*\n", text):
+            for match in _PARAGRAPH_END.finditer(text):
                 cut[match.start() : match.end()] = True
         pieces, start = [], 0
         for i in np.flatnonzero(cut[: len(text)]).tolist() + [len(text)]:
@@ -102,6 +201,88 @@ class PhraseRules:
                 pieces.append(text[start:i])
             start = i + 1
         return pieces
+
+    def index_values(self, text: str) -> list[str]:
+        return self.pieces(text)  # one value per piece: tantivy leaves a position between values
+
+    def segments(self, text: str, analyzer: Any) -> Segmented:
+        runs = [words for words in (analyzer.analyze(piece) for piece in self.pieces(text)) if words]
+        return Segmented(runs, [False] * max(len(runs) - 1, 0))
+
+
+@dataclass(frozen=True)
+class SearchReading(Reading):
+    """SPEC §8: the search form, letters and digits only, breaks at masks and paragraph ends only."""
+
+    mask_patterns: tuple[str, ...]
+    paragraph_breaks: bool = True
+    #: The widest proximity search the index must keep from crossing a break.
+    max_slop: int = DEFAULT_PROXIMITY_SLOP
+    name = "search"
+
+    @classmethod
+    def from_rules(cls, rules: Any, max_slop: int) -> "SearchReading":
+        return cls(tuple(rules.mask_patterns), rules.paragraph_breaks, max_slop)
+
+    def analyzer(self) -> Any:
+        """tantivy's simple tokenizer alone: the search form is case-folded already, and no
+        token is dropped for its length (tantivy itself skips one over 65,530 bytes)."""
+        import tantivy
+
+        return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
+
+    def pieces(self, text: str) -> list[tuple[str, bool]]:
+        """``(piece, cut by masks only)``: the search form, letters and digits only, cut at masks
+        and paragraph ends; the flag says whether only masks separate it from the piece before."""
+        patterns = [re.compile(p) for p in self.mask_patterns]
+        found: list[tuple[str, bool]] = []
+        start, after_mask = 0, False
+        for mask_start, mask_end in _mask_spans(text, patterns) + [(len(text), len(text))]:
+            folded = fold_text(text[start:mask_start])
+            paragraphs = _PARAGRAPH_END.split(folded) if self.paragraph_breaks else [folded]
+            for number, paragraph in enumerate(paragraphs):
+                found.append((_NOT_LETTER_OR_DIGIT.sub(" ", paragraph), after_mask and number == 0))
+            start, after_mask = mask_end, True
+        return found
+
+    def index_values(self, text: str) -> list[str]:
+        """One value: the pieces joined by ``max_slop + 1`` sentinel tokens.
+
+        A query's words are never the sentinel (see ``SENTINEL``), so the words of a phrase
+        query must sit at consecutive positions of one piece, and a sloppy phrase with slop
+        s needs its words within s + 1 positions in order (s - 1 reversed); two words of
+        different pieces are at least ``max_slop + 2`` apart. (Separate field values would
+        not do: tantivy leaves one position between them, which slop 1 crosses.)
+        """
+        gap = " " + " ".join([SENTINEL] * (self.max_slop + 1)) + " "
+        return [gap.join(piece for piece, _ in self.pieces(text))]
+
+    def segments(self, text: str, analyzer: Any) -> Segmented:
+        runs: list[list[str]] = []
+        masked: list[bool] = []
+        only_masks = True  # since the last run with words
+        for piece, after_mask in self.pieces(text):
+            only_masks = only_masks and (after_mask or not runs)
+            words = analyzer.analyze(piece)
+            if not words:
+                continue
+            if runs:
+                masked.append(only_masks)
+            runs.append(words)
+            only_masks = True
+        return Segmented(runs, masked)
+
+    def proximity_searches(self, segmented: Segmented) -> list[Search]:
+        """Around each stretch of masks: the last 1–2 words before it and the first 1–2 after,
+        as sloppy phrases (the widest first), distinct."""
+        found: dict[Search, None] = {}
+        for before, after, masked in zip(segmented.runs, segmented.runs[1:], segmented.masked):
+            if not masked:
+                continue
+            for left in range(min(PROXIMITY_WORDS, len(before)), 0, -1):
+                for right in range(min(PROXIMITY_WORDS, len(after)), 0, -1):
+                    found.setdefault(Search(tuple(before[-left:] + after[:right]), self.max_slop))
+        return list(found)
 
 
 @dataclass
@@ -114,29 +295,46 @@ class EngineVerdict:
 
 
 @dataclass
+class EngineFindings:
+    """The engine's verdicts on one text: per reading (the SPEC's contract) and with proximity
+    searches added (outside it; None when not asked for)."""
+
+    readings: dict[str, dict[Cell, EngineVerdict]]
+    proximity: dict[Cell, EngineVerdict] | None = None
+
+    def verdict(self, cell: Cell) -> EngineVerdict:
+        """Under the contract (SPEC §8): linkable under any reading; the smallest anonymity and its search."""
+        linkable = [verdicts[cell] for verdicts in self.readings.values() if verdicts[cell].linkable]
+        if not linkable:
+            return EngineVerdict(False, None)
+        return min(linkable, key=lambda verdict: cast(int, verdict.anonymity))  # its witness names the reading
+
+
+@dataclass
 class _Phrases:
-    """Distinct phrases of a text (token tuples) with their hit counts, and their occurrences."""
+    """Distinct phrases of a text (word tuples) with their hit counts, and their occurrences."""
 
     counts: dict[tuple[str, ...], int] = field(default_factory=dict)
-    occurrences: list[tuple[int, int, tuple[str, ...]]] = field(default_factory=list)  # (piece, first token, key)
+    occurrences: list[tuple[int, int, tuple[str, ...]]] = field(default_factory=list)  # (run, first word, key)
 
 
-class SearchEngineAdversary:
-    """The original collection in an in-memory tantivy index, and the attack against it."""
+_Found = tuple[int, tuple[Search, ...]]  # (hits, searches): a linkable search or combination
 
-    def __init__(self, documents: Iterable[str], rules: Any, max_n: int) -> None:
-        try:
-            import tantivy
-        except ImportError as err:
-            raise DelinkError(f"the independent adversary needs tantivy ({err}); pip install tantivy") from None
+
+class _Engine:
+    """The original collection in one tantivy index, read one way, and the attack against it."""
+
+    def __init__(self, reading: Reading, documents: Iterable[str], max_n: int) -> None:
+        import tantivy
+
         self._tantivy = tantivy
-        self.rules = PhraseRules.from_rules(rules)
+        self.reading = reading
         self.max_n = max_n
         builder = tantivy.SchemaBuilder()
         builder.add_text_field(_FIELD, stored=False, tokenizer_name="delink_adversary", index_option="position")
         builder.add_unsigned_field(_DOC, stored=False, indexed=False, fast=True)
         self.schema = builder.build()
-        self.analyzer = _analyzer()
+        self.analyzer = reading.analyzer()
         self.engine = tantivy.Index(self.schema)
         self.engine.register_tokenizer("delink_adversary", self.analyzer)
         writer = self.engine.writer(heap_size=64_000_000, num_threads=1)
@@ -144,8 +342,8 @@ class SearchEngineAdversary:
         for number, text in enumerate(documents):
             document = tantivy.Document()
             document.add_unsigned(_DOC, number)
-            for piece in self.rules.pieces(text):  # one value per piece: no phrase matches across two
-                document.add_text(_FIELD, piece)
+            for value in reading.index_values(text):
+                document.add_text(_FIELD, value)
             writer.add_document(document)
             count = number + 1
         writer.commit()
@@ -153,36 +351,36 @@ class SearchEngineAdversary:
         self.engine.reload()
         self.searcher = self.engine.searcher()
         self.documents = count
-        self._hits: dict[tuple[str, ...], np.ndarray] = {}
+        self._hits: dict[Search, np.ndarray] = {}
 
-    def _query(self, key: tuple[str, ...]) -> Any:
-        if len(key) == 1:
-            return self._tantivy.Query.term_query(self.schema, _FIELD, key[0])
-        return self._tantivy.Query.phrase_query(self.schema, _FIELD, list(key))
+    def _query(self, search: Search) -> Any:
+        if len(search.words) == 1:
+            return self._tantivy.Query.term_query(self.schema, _FIELD, search.words[0])
+        return self._tantivy.Query.phrase_query(self.schema, _FIELD, list(search.words), search.slop)
 
-    def count(self, key: tuple[str, ...]) -> int:
-        """Documents matching one phrase."""
-        if len(key) == 1:
-            return int(self.searcher.doc_freq(_FIELD, key[0]))
-        return int(self.searcher.search(self._query(key), limit=1).count)  # type: ignore[attr-defined]
+    def count(self, search: Search) -> int:
+        """Documents matching one search."""
+        if len(search.words) == 1:
+            return int(self.searcher.doc_freq(_FIELD, search.words[0]))
+        return int(self.searcher.search(self._query(search), limit=1).count)  # type: ignore[attr-defined]
 
-    def count_all(self, keys: list[tuple[str, ...]]) -> int:
-        """Documents matching every phrase: one boolean AND query."""
+    def count_all(self, searches: Sequence[Search]) -> int:
+        """Documents matching every search: one boolean AND query."""
         tantivy = self._tantivy
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._query(key)) for key in keys])
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._query(search)) for search in searches])
         return int(self.searcher.search(query, limit=1).count)  # type: ignore[attr-defined]
 
-    def hits(self, key: tuple[str, ...]) -> np.ndarray:
-        """Sorted document numbers matching one phrase (cached)."""
-        found = self._hits.get(key)
+    def hits(self, search: Search) -> np.ndarray:
+        """Sorted document numbers matching one search (cached)."""
+        found = self._hits.get(search)
         if found is None:
-            result = self.searcher.search(self._query(key), limit=max(self.documents, 1))
+            result = self.searcher.search(self._query(search), limit=max(self.documents, 1))
             numbers = self.searcher.fast_field_values(_DOC, [address for _, address in result.hits])
-            found = self._hits[key] = np.sort(np.asarray(numbers, dtype=np.int64))
+            found = self._hits[search] = np.sort(np.asarray(numbers, dtype=np.int64))
         return found
 
-    def phrases(self, text: str) -> _Phrases:
-        """Every phrase of ``text`` that can matter, with its hit count.
+    def phrases(self, segmented: Segmented) -> _Phrases:
+        """Every phrase of the runs that can matter, with its hit count.
 
         A phrase is only searched when both its one-shorter sub-phrases hit >= 2 documents:
         otherwise it hits at most one, and that sub-phrase already shows the same (or a
@@ -190,8 +388,7 @@ class SearchEngineAdversary:
         """
         found = _Phrases()
         counts = found.counts
-        for piece_no, piece in enumerate(self.rules.pieces(text)):
-            words = [token for token in self.analyzer.analyze(piece)]
+        for run_no, words in enumerate(segmented.runs):
             previous: dict[int, int] = {}
             for n in range(1, self.max_n + 1):
                 current: dict[int, int] = {}
@@ -200,63 +397,72 @@ class SearchEngineAdversary:
                         continue
                     key = tuple(words[i : i + n])
                     if key not in counts:
-                        counts[key] = self.count(key)
+                        counts[key] = self.count(Search(key))
                     current[i] = counts[key]
-                    found.occurrences.append((piece_no, i, key))
+                    found.occurrences.append((run_no, i, key))
                 if not current:
                     break
                 previous = current
         return found
 
-    def attack(self, text: str, ks: list[int], arities: list[int]) -> dict[tuple[int, int], EngineVerdict]:
-        """The attack on one text at every (k, arity)."""
-        phrases = self.phrases(text)
-        verdicts: dict[tuple[int, int], EngineVerdict] = {}
+    def attack(self, text: str, ks: list[int], arities: list[int], proximity: bool) -> tuple[dict[Cell, EngineVerdict], dict[Cell, EngineVerdict] | None]:
+        """The attack on one text at every (k, arity), and (``proximity``) with proximity searches added."""
+        segmented = self.reading.segments(text, self.analyzer)
+        phrases = self.phrases(segmented)
+        extra: dict[Search, int] = {}
+        if proximity:
+            assert isinstance(self.reading, SearchReading)
+            extra = {search: self.count(search) for search in self.reading.proximity_searches(segmented)}
+        top = max(arities)
+        verdicts: dict[Cell, EngineVerdict] = {}
+        widened: dict[Cell, EngineVerdict] = {}
         for k in ks:
-            single = [(count, (key,)) for key, count in phrases.counts.items() if 1 <= count < k]
-            combos = self._combinations(phrases, k, max(arities)) if max(arities) >= 2 else {}
+            single: list[_Found] = [(count, (Search(key),)) for key, count in phrases.counts.items() if 1 <= count < k]
+            candidates = [Search(key) for key in self._candidates(phrases, k)]
+            combos = self._combinations(candidates, k, top, len(candidates)) if top >= 2 else {}
+            near: list[_Found] = [(count, (search,)) for search, count in extra.items() if 1 <= count < k]
+            frequent_near = [search for search, count in extra.items() if count >= k]
+            near_combos = self._combinations(frequent_near + candidates, k, top, len(frequent_near)) if proximity and top >= 2 else {}
             for arity in arities:
-                found = list(single) + [combo for m, combo in combos.items() if m <= arity and combo is not None]
-                if not found:
-                    verdicts[(k, arity)] = EngineVerdict(False, None)
-                    continue
-                count, keys = min(found)
-                witness = {"phrases": [" ".join(key) for key in keys], "hits": count}
-                verdicts[(k, arity)] = EngineVerdict(True, count, witness)
-        return verdicts
+                found = single + [combo for m, combo in combos.items() if m <= arity and combo is not None]
+                verdicts[(k, arity)] = _verdict(found, self.reading.name)
+                if proximity:
+                    found += near + [combo for m, combo in near_combos.items() if m <= arity and combo is not None]
+                    widened[(k, arity)] = _verdict(found, self.reading.name)
+        return verdicts, (widened if proximity else None)
 
     def _candidates(self, phrases: _Phrases, k: int) -> list[tuple[str, ...]]:
         """Maximal phrases with >= k hits (not inside a longer one), one per distinct phrase."""
-        frequent = [(piece, i, key) for piece, i, key in phrases.occurrences if phrases.counts[key] >= k]
-        spans = {(piece, i, i + len(key)) for piece, i, key in frequent}
+        frequent = [(run, i, key) for run, i, key in phrases.occurrences if phrases.counts[key] >= k]
+        spans = {(run, i, i + len(key)) for run, i, key in frequent}
         chosen: dict[tuple[str, ...], None] = {}
-        for piece, i, key in sorted(frequent):
+        for run, i, key in sorted(frequent):
             end = i + len(key)
-            inside = (piece, i - 1, end) in spans or (piece, i, end + 1) in spans
+            inside = (run, i - 1, end) in spans or (run, i, end + 1) in spans
             if not inside:
                 chosen.setdefault(key)
         return list(chosen)
 
-    def _combinations(self, phrases: _Phrases, k: int, arity: int) -> dict[int, tuple[int, tuple[tuple[str, ...], ...]] | None]:
-        """The smallest linkable pair and (arity 3) triple: (hits, phrases), confirmed by AND queries."""
-        keys = self._candidates(phrases, k)
-        result: dict[int, tuple[int, tuple[tuple[str, ...], ...]] | None] = {2: None, 3: None}
-        if len(keys) < 2:
+    def _combinations(self, searches: list[Search], k: int, arity: int, leading: int) -> dict[int, _Found | None]:
+        """The smallest linkable pair and (arity 3) triple whose first member is one of the first
+        ``leading`` searches: (hits, searches), confirmed by AND queries."""
+        result: dict[int, _Found | None] = {2: None, 3: None}
+        if len(searches) < 2 or leading == 0:
             return result
-        hit_sets = [self.hits(key) for key in keys]
+        hit_sets = [self.hits(search) for search in searches]
         universe = np.unique(np.concatenate(hit_sets))
-        matrix = np.zeros((len(keys), len(universe)), dtype=np.float32)
+        matrix = np.zeros((len(searches), len(universe)), dtype=np.float32)
         for row, hits in enumerate(hit_sets):
             matrix[row, np.searchsorted(universe, hits)] = 1.0
-        pairs = matrix @ matrix.T
+        pairs = matrix[:leading] @ matrix.T
         upper = np.triu(np.ones_like(pairs, dtype=bool), 1)
         linkable = upper & (pairs >= 1) & (pairs < k)
         if linkable.any():
             a, b = (int(i) for i in np.unravel_index(np.argmin(np.where(linkable, pairs, np.inf)), pairs.shape))
-            result[2] = self._confirmed(int(pairs[a, b]), (keys[a], keys[b]))
-        if arity >= 3 and len(keys) >= 3:
+            result[2] = self._confirmed(int(pairs[a, b]), (searches[a], searches[b]))
+        if arity >= 3 and len(searches) >= 3:
             best: tuple[int, tuple[int, int, int]] | None = None
-            for a in range(len(keys) - 2):
+            for a in range(min(leading, len(searches) - 2)):
                 columns = matrix[a] > 0
                 sub = matrix[a + 1 :, columns]
                 triples = sub @ sub.T  # |a ∩ b ∩ c| for b, c after a
@@ -269,11 +475,65 @@ class SearchEngineAdversary:
                     if support == 1:
                         break
             if best is not None:
-                result[3] = self._confirmed(best[0], tuple(keys[i] for i in best[1]))
+                result[3] = self._confirmed(best[0], tuple(searches[i] for i in best[1]))
         return result
 
-    def _confirmed(self, support: int, keys: tuple[tuple[str, ...], ...]) -> tuple[int, tuple[tuple[str, ...], ...]]:
-        engine_count = self.count_all(list(keys))
+    def _confirmed(self, support: int, searches: tuple[Search, ...]) -> _Found:
+        engine_count = self.count_all(searches)
         if engine_count != support:
-            raise DelinkError(f"tantivy counts {engine_count} documents for AND of {keys} but its hit lists give {support} (a bug)")
-        return support, keys
+            shown = " AND ".join(map(str, searches))
+            raise DelinkError(f"tantivy counts {engine_count} documents for {shown} but its hit lists give {support} (a bug)")
+        return support, searches
+
+
+def _verdict(found: list[_Found], reading: str) -> EngineVerdict:
+    if not found:
+        return EngineVerdict(False, None)
+    count, searches = min(found, key=lambda item: (item[0], len(item[1]), [str(s) for s in item[1]]))
+    return EngineVerdict(True, count, {"phrases": [str(s) for s in searches], "hits": count, "reading": reading})
+
+
+READINGS = ("exact", "search")
+
+
+class SearchEngineAdversary:
+    """The original collection in tantivy, under each reading asked for, and the attack against it."""
+
+    def __init__(
+        self,
+        documents: Iterable[str],
+        rules: Any,
+        max_n: int,
+        readings: Sequence[str] = READINGS,
+        proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP,
+    ) -> None:
+        """``proximity_slop``: also run the proximity searches (search reading only) with this slop; None: not."""
+        reason = engine_unavailable()
+        if reason:
+            raise DelinkError(reason)
+        if not readings or any(r not in READINGS for r in readings):
+            raise InputError(f"the independent engine reads {' or '.join(READINGS)}; got {list(readings)!r}")
+        if proximity_slop is not None:
+            check_proximity_slop(proximity_slop, readings)
+        self.proximity_slop = proximity_slop
+        texts = list(documents)
+        built: dict[str, Reading] = {
+            "exact": ExactReading.from_rules(rules),
+            "search": SearchReading.from_rules(rules, proximity_slop or 0),
+        }
+        self.engines = {name: _Engine(built[name], texts, max_n) for name in READINGS if name in readings}
+        self.documents = len(texts)
+
+    @property
+    def readings(self) -> tuple[str, ...]:
+        return tuple(self.engines)
+
+    def attack(self, text: str, ks: list[int], arities: list[int]) -> EngineFindings:
+        """The attack on one text at every (k, arity), under every reading (and with proximity searches)."""
+        findings = EngineFindings(readings={})
+        for name, engine in self.engines.items():
+            with_proximity = name == "search" and self.proximity_slop is not None
+            findings.readings[name], widened = engine.attack(text, ks, arities, with_proximity)
+            if widened is not None:
+                findings.proximity = widened
+        return findings

@@ -6,8 +6,9 @@ For every joined document (see ``inputs``) and every (k, arity) asked for:
   smallest candidate set) and whether a smallest candidate set contains the true source
   (a *successful* attack: some search the adversary can run returns a set of that size
   holding the source; with several smallest sets this is the adversary's best case);
-* **the independent engine** (``adversary``): the same attack with tantivy, and every
-  document on which its verdict differs from ours;
+* **the independent engine** (``adversary``): the same attack with tantivy under the same
+  readings, and every document on which its verdict differs from ours; and, outside the
+  rules' contract, the same engine with proximity searches around masks added;
 * **utility**: tokens changed (token-level diff of de-identified vs protected text), masks
   added, edits per document by kind, and the cosine similarity of their embeddings;
 * **semantic linkage**: the exact rank of the true source when the original collection
@@ -34,6 +35,7 @@ from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..linkage.tokenize import Tokenizer
+from .adversary import DEFAULT_PROXIMITY_SLOP, PROXIMITY_WORDS, EngineFindings, check_proximity_slop
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
 
 def parse_int_list(value: str, option: str, check: Callable[[int], Any]) -> list[int]:
@@ -65,9 +67,16 @@ class EvaluationSettings:
     semantic: bool = True
     #: The readings of the rules our attack checks (SPEC §8).
     readings: Sequence[str] = DEFAULT_READINGS
+    #: Slop of the engine's proximity searches around masks (outside the rules, under the
+    #: search reading); None: not run, as without the search reading.
+    proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP
 
     def __post_init__(self) -> None:
         self.readings = check_readings(self.readings)
+        if "search" not in self.readings:
+            self.proximity_slop = None
+        if self.proximity_slop is not None:
+            check_proximity_slop(self.proximity_slop, self.readings)
         for k in self.ks:
             check_k(k)
         for arity in self.arities:
@@ -283,7 +292,9 @@ def evaluate(
 
         engine_absent = engine_unavailable() or ""
         if not engine_absent:
-            engine = SearchEngineAdversary((text for _, text in collection), index.rules, index.max_n)
+            engine = SearchEngineAdversary(
+                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop
+            )
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
     bar = tqdm(documents, desc="evaluate", unit="doc", disable=not progress)
@@ -355,9 +366,9 @@ def _summarize(
                 "anonymity": _histogram(v["anonymity"] for v in ours),
             }
             if with_engine:
-                theirs = [entry["engine"][version][(k, arity)] for entry in per_document]
-                cell[version]["engine_linkable"] = sum(v.linkable for v in theirs)
-                cell[version]["engine_linkable_share"] = _share(cell[version]["engine_linkable"], len(theirs))
+                findings: list[EngineFindings] = [entry["engine"][version] for entry in per_document]
+                theirs = [found.verdict((k, arity)) for found in findings]
+                cell[version].update(_engine_counts(findings, (k, arity)))
                 for entry, mine, other in zip(per_document, ours, theirs):
                     if mine["linkable"] != other.linkable or mine["anonymity"] != other.anonymity:
                         disagreements.append(
@@ -400,6 +411,8 @@ def _summarize(
         "engine": {
             "name": "tantivy" if with_engine else None,
             "available": with_engine,
+            "readings": list(settings.readings) if with_engine else [],
+            "proximity": _proximity_note(settings.proximity_slop if with_engine else None),
             "disagreements": disagreements,
             "decision_disagreements": sum(d["kind"] == "decision" for d in disagreements),
         },
@@ -426,13 +439,62 @@ def _summarize(
     return metrics
 
 
+def _engine_counts(findings: list[EngineFindings], cell: tuple[int, int]) -> dict[str, Any]:
+    """One (k, arity) cell's engine figures: linkable under the contract (any reading, and per
+    reading), and with proximity searches added (``proximity``: outside the contract)."""
+    verdicts = [found.verdict(cell) for found in findings]
+    linkable = sum(v.linkable for v in verdicts)
+    counts: dict[str, Any] = {
+        "engine_linkable": linkable,
+        "engine_linkable_share": _share(linkable, len(verdicts)),
+        "engine_linkable_by_reading": {
+            reading: sum(found.readings[reading][cell].linkable for found in findings) for reading in findings[0].readings
+        } if findings else {},
+    }
+    if findings and findings[0].proximity is not None:
+        near = [found.proximity[cell] for found in findings if found.proximity is not None]
+        safe = [not v.linkable for v in verdicts]  # not linkable by any search the rules cover
+        beyond = sum(n.linkable and s for n, s in zip(near, safe))
+        counts["proximity"] = {
+            "linkable": sum(n.linkable for n in near),
+            "singled_out": sum(n.anonymity == 1 for n in near),
+            "not_linkable_in_contract": sum(safe),
+            "beyond_contract": beyond,
+            "beyond_contract_singled_out": sum(n.anonymity == 1 and s for n, s in zip(near, safe)),
+            "beyond_contract_share": _share(beyond, sum(safe)),
+        }
+    return counts
+
+
+def _proximity_note(slop: int | None) -> dict[str, Any]:
+    """What the proximity figures are (metrics.json says it beside the numbers)."""
+    if slop is None:
+        return {"run": False}
+    return {
+        "run": True,
+        "slop": slop,
+        "words_each_side": PROXIMITY_WORDS,
+        "in_contract": False,
+        "what": f'the last 1-{PROXIMITY_WORDS} words before each stretch of masks and the first 1-{PROXIMITY_WORDS} after it '
+        f'as a sloppy phrase ("a b"~{slop}: up to {slop} hidden words), alone or ANDed with the text\'s candidate '
+        "phrases (search reading); outside the rules: reported, not prevented (docs/linkage-rules.md)",
+    }
+
+
 def _document_metrics(entry: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": entry["id"]}
     for version, cells in entry["ours"].items():
         row[version] = [{"k": k, "arity": m, **value} for (k, m), value in cells.items()]
         if entry["engine"]:
-            for item, verdict in zip(row[version], entry["engine"][version].values()):
+            findings: EngineFindings = entry["engine"][version]
+            for item in row[version]:
+                cell = (item["k"], item["arity"])
+                verdict = findings.verdict(cell)
                 item["engine_linkable"], item["engine_anonymity"] = verdict.linkable, verdict.anonymity
+                item["engine_readings"] = {reading: verdicts[cell].linkable for reading, verdicts in findings.readings.items()}
+                if findings.proximity is not None:
+                    near = findings.proximity[cell]
+                    item["proximity_linkable"], item["proximity_anonymity"] = near.linkable, near.anonymity
     if "utility" in entry:
         row["utility"] = entry["utility"]
     if "semantic" in entry:
