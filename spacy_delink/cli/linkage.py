@@ -183,6 +183,9 @@ def assess_command(
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document (scores stay exact)."),
+    all_combinations: bool = typer.Option(
+        False, "--all-combinations", help="List every combination (up to --max-combinations), not one per group of slides."
+    ),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
@@ -205,7 +208,8 @@ def assess_command(
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = assess_file(
-            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner
+            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
+            all_combinations=all_combinations,
         )
     finally:
         if runner is not None:
