@@ -29,11 +29,12 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import InputError
-from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, assess_text, detect
+from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, detect
 from ..linkage.combinations import check_arity
 from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
 from ..linkage.tokenize import Tokenizer
+from .assess import assess_document
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
 
 
@@ -293,7 +294,7 @@ def evaluate(
                 entry["engine"][version] = engine.attack(text, settings.ks, settings.arities)
         report_cell = (settings.report_k, settings.report_arity)
         entry["assess"] = {
-            version: assess_text(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations)  # type: ignore[arg-type]
+            version: assess_document(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations)  # type: ignore[arg-type]
             for version, attribute in versions
         }
         if document.protected is not None:

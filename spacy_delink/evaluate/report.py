@@ -143,6 +143,14 @@ def _groups(record: dict[str, Any]) -> list[dict[str, Any]]:
     return grouped_combinations(combinations)
 
 
+def _combination_counts(record: dict[str, Any]) -> tuple[int, int, bool]:
+    """Combinations found, their groups, and whether a cap cut the list (from a ``delink assess`` record, else counted)."""
+    if "combination_count" in record:
+        return record["combination_count"], record["combination_groups"], record["combinations_capped"]
+    combinations = record.get("combinations", [])
+    return len(combinations), len(grouped_combinations(combinations)), False
+
+
 def _spans(record: dict[str, Any]) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]], dict[str, Any]]:
     """N-gram spans (start, end, support), combination member spans, and the data the script reads.
 
@@ -248,11 +256,10 @@ def _combination_list(side: str, record: dict[str, Any], data: dict[str, Any]) -
     """The listed groups of one view, with a summary line that says how many there are in all."""
     if not data["c"]:
         return None
-    count = record.get("combination_count", len(record.get("combinations", [])))
-    groups = record.get("combination_groups", len(_groups(record)))
+    count, groups, capped = _combination_counts(record)
     where = "de-identified" if side == "before" else "protected"
     summary = (
-        f"{count:,}{'+' if record.get('combinations_capped') else ''} linkable combination{'s' if count != 1 else ''} "
+        f"{count:,}{'+' if capped else ''} linkable combination{'s' if count != 1 else ''} "
         f"in the {where} text, in {groups:,} group{'s' if groups != 1 else ''}"
     )
     if groups > len(data["c"]):
@@ -340,17 +347,14 @@ def _risk_order(item: tuple[int, dict[str, Any]]) -> tuple[Any, ...]:
     """Most at risk first: smallest anonymity (not linkable last), then most linkable phrases, then combinations."""
     number, record = item
     anonymity = record.get("anonymity")
-    count = record.get("combination_count", len(record.get("combinations", [])))
-    return (anonymity is None, anonymity or 0, -len(record.get("ngrams", [])), -count, number)
+    return (anonymity is None, anonymity or 0, -len(record.get("ngrams", [])), -_combination_counts(record)[0], number)
 
 
 def _ranked_rows(path: Path, report: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     rows = []
     for number, record in sorted(enumerate(record for _, record in report), key=_risk_order)[:RANKED_ROWS]:
         worst, support = _worst(record)
-        count = record.get("combination_count", len(record.get("combinations", [])))
-        groups = record.get("combination_groups", len(_groups(record)))
-        capped = "+" if record.get("combinations_capped") else ""
+        count, groups, capped = _combination_counts(record)
         rows.append({
             "number": number,
             "id": record["id"],
@@ -360,7 +364,7 @@ def _ranked_rows(path: Path, report: Sequence[tuple[str, dict[str, Any]]]) -> li
             "worst": worst,
             "worst_support": support,
             "phrases": f"{len(record.get('ngrams', [])):,}",
-            "combinations": f"{count:,}{capped} ({groups:,})" if count else "0",
+            "combinations": f"{count:,}{'+' if capped else ''} ({groups:,})" if count else "0",
         })
     return rows
 
@@ -392,7 +396,7 @@ def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path, sett
             facts=[
                 ("anonymity", _anonymity_text(record.get("anonymity"))),
                 ("linkable phrases", str(len(record.get("ngrams", [])))),
-                ("combinations", str(record.get("combination_count", len(record.get("combinations", []))))),
+                ("combinations", str(_combination_counts(record)[0])),
             ],
         )
         for text, record in report
