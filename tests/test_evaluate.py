@@ -148,7 +148,11 @@ def test_metrics_match_the_values_worked_out_by_hand(tiny: dict[str, Path]) -> N
     assert verdicts(metrics, "b", "after")[(2, 2)]["proximity_anonymity"] == 1
     assert verdicts(metrics, "a", "after")[(2, 2)]["proximity_linkable"] is False
     assert {p for p in metrics["plots"]} >= {"linkage.png", "anonymity.png"}
-    assert metrics["semantic"] == {"available": False, "reason": "not asked for (--no-semantic)"}
+    assert metrics["semantic"] == {"available": False, "reason": "skipped with --no-semantic; run without it to include this check"}
+    assert metrics["warnings"] == [
+        "Semantic linkage was not measured, so this report says nothing about finding a source by meaning, which "
+        "phrase protection does not prevent: skipped with --no-semantic; run without it to include this check."
+    ]
     from spacy_delink.evaluate.table import tables
 
     table = tables([("tiny", metrics)])
@@ -278,6 +282,74 @@ def test_a_missing_optional_extra_is_reported_not_fatal(tiny: dict[str, Path], m
     assert "sentence embeddings need the optional extra (test)" in report
     assert "needs tantivy (test)" in report
     assert "semantic_topk.png" not in metrics["plots"]
+    # Issue 25: the report says plainly what did not run and how to enable it.
+    engine, semantic_warning = metrics["warnings"]
+    assert engine.startswith("The independent search engine (tantivy) did not run")
+    assert semantic_warning.startswith("Semantic linkage was not measured")
+    assert all(warning.endswith("pip install 'spacy-delink[evaluate]' installs both optional checks.") for warning in metrics["warnings"])
+    assert report.index('id="warnings"') < report.index('id="summary"')
+
+
+def _fake_semantic(top1: float, top10: float) -> Any:
+    """semantic_linkage with fixed top-1/top-10 after protection (the report's warning reads only these)."""
+
+    def semantic_linkage(index: Any, collection: Any, documents: list[Any], progress: bool = True) -> dict[str, Any]:
+        ranking = {"mean_rank": 2.0, "median_rank": 2.0}
+        return {
+            "available": True, "model": {"name": "fake"}, "collection_vectors": "test", "collection": 4,
+            "before": {"top1": 1.0, "top10": 1.0, **ranking}, "after": {"top1": top1, "top10": top10, **ranking},
+            "per_document": [{} for _ in documents],
+        }
+
+    return semantic_linkage
+
+
+@pytest.mark.parametrize(("top1", "top10", "warned"), [(0.1, 0.49, False), (0.1, 0.5, True), (0.2, 0.3, True), (0.19, 0.3, False)])
+def test_semantic_linkage_that_stays_high_after_protection_is_a_warning(
+    tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch, top1: float, top10: float, warned: bool
+) -> None:
+    """Issue 25: the report warns from top-1 >= 20% or top-10 >= 50% after protection, and not below."""
+    import spacy_delink.evaluate.semantic as semantic
+    from spacy_delink.evaluate.metrics import SEMANTIC_WARNING
+
+    assert SEMANTIC_WARNING == {"top1": 0.2, "top10": 0.5}
+    monkeypatch.setattr(semantic, "semantic_linkage", _fake_semantic(top1, top10))
+    metrics = run_evaluation(tiny, tiny["tmp"] / "out", semantic=True)
+    stays_high = [w for w in metrics["warnings"] if w.startswith("Semantic linkage stays high after protection")]
+    assert bool(stays_high) is warned
+    report = (tiny["tmp"] / "out" / "report.html").read_text(encoding="utf-8")
+    assert ("Semantic linkage stays high after protection" in report) is warned
+    if warned:
+        assert f"most similar original for {100 * top1:.1f}%" in stays_high[0] and f"ten most similar for {100 * top10:.1f}%" in stays_high[0]
+
+
+def test_without_matplotlib_the_evaluation_is_written_and_says_why_there_is_no_plot(
+    tiny: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plots are optional: a missing matplotlib never fails the job; the report says so in words."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    metrics = run_evaluation(tiny, tiny["tmp"] / "out")
+    assert metrics["plots"] == [] and not list((tiny["tmp"] / "out").glob("*.png"))
+    report = (tiny["tmp"] / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<img" not in report
+    assert report.count("Plot not drawn") == 2 and "The plots were not drawn: plots need matplotlib" in report
+    assert "pip install &#39;spacy-delink[plots]&#39;" in report
+
+
+def test_the_report_explains_the_attack_succeeds_counts_instead_of_repeating_them(tiny: dict[str, Path]) -> None:
+    """The table has no "attack succeeds" columns; where success and linkable differ, one sentence names the cells."""
+    metrics = run_evaluation(tiny, tiny["tmp"] / "out")
+    report = (tiny["tmp"] / "out" / "report.html").read_text(encoding="utf-8")
+    assert "attack succeeds before" not in report and "attack succeeds after" not in report
+    sentence = report[report.index('<p class="muted" id="success">') :].split("</p>", 1)[0]
+    # b's smallest candidate set misses its source (test_metrics_match_the_values_worked_out_by_hand)
+    differing = [
+        f"k={c['k']}, arity {c['arity']} {v}: {c[v]['successful']} of {c[v]['linkable']} linkable"
+        for c in metrics["linkage"] for v in ("before", "after") if c[v]["successful"] != c[v]["linkable"]
+    ]
+    assert differing and all(item in sentence for item in differing)
 
 
 # -- the independent engine against a brute force --------------------------------------------

@@ -103,3 +103,48 @@ def test_linkage_rules_doc_names_every_configurable_rule() -> None:
     docs = (ROOT / "docs" / "linkage-rules.md").read_text(encoding="utf-8")
     missing = [field.name for field in fields(LinkageRules) if f"LinkageRules({field.name}=" not in docs]
     assert not missing, f"docs/linkage-rules.md does not document the rule(s) {missing}"
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The markdown tables of a text, each as its lines (header, rule, rows)."""
+    tables: list[list[str]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                tables.append([])
+            tables[-1].append(line)
+        previous = line
+    return tables
+
+
+def test_the_readme_is_for_users() -> None:
+    """Issue 25: what it is, the two commands, the pipeline, the guarantees and their limits, then links; no benchmark tables."""
+    text = README.read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert sections[0] == "Try it" and sections[-1] == "Documentation"
+    intro = text.split("\n## ", 1)[0]
+    assert "search-based linkage" in intro and "<!--" not in intro
+    try_it = text.split("## Try it", 1)[1].split("\n## ", 1)[0]
+    assert "spacy project run all" in try_it and 'pip install -e ".[test]" && python -m pytest -q' in try_it
+    assert "In a spaCy pipeline" in sections
+    limits = text.split('## What "protected" means, and what it does not', 1)[1].split("\n## ", 1)[0]
+    assert "Semantic linkage is not prevented" in limits
+    assert all(word in limits for word in ("index", "k = 2", "arity"))
+    # one summary table of at most five rows, each figure of it in docs/benchmarks.md
+    tables = _tables(text)
+    assert len(tables) == 1 and len(tables[0]) - 2 <= 5
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    figures = set(re.findall(r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?(?:%| s)", "\n".join(tables[0])))
+    assert figures and not [figure for figure in figures if figure not in benchmarks]
+
+
+def test_every_benchmark_table_comes_with_its_command() -> None:
+    """docs/benchmarks.md: each table's section names the command that produced it."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for section in text.split("\n## ")[1:]:
+        for table in _tables(section):
+            before = section.split(table[0], 1)[0]
+            assert re.search(r"`(python benchmarks/\w+\.py|spacy project run \w+)[^`]*`", before), (
+                f"no command before the table {table[0]!r} in its section {section.splitlines()[0]!r}"
+            )

@@ -1,8 +1,10 @@
 """The HTML reports in a real browser (headless Chromium through chromedriver).
 
-What a person sees: the summary, the plots, the legend, coloured spans with tooltips,
-combinations that outline their phrases when selected, the before/after view with the
-edits marked, and document text and ids containing markup shown as text, never run.
+What a person sees: the settings line, the warnings, the assess report's ranked table and
+plot, the summary, the legend, coloured spans with tooltips, combinations listed by group
+that outline their phrases when selected, the before/after view with the edits marked, and
+document text and ids containing markup shown as text, never run. Screenshots at desktop
+and phone width are saved under the test's tmp dir (``screenshots/``) for a person to look at.
 """
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from typing import Any, Iterator
 
 import pytest
 
+import srsly
+
+from spacy_delink.evaluate.assess import assess_document
 from spacy_delink.evaluate.job import evaluate_to_folder
 from spacy_delink.evaluate.metrics import EvaluationSettings
-from spacy_delink.evaluate.report import DOCS_PER_PAGE, write_html_report
+from spacy_delink.evaluate.report import DOCS_PER_PAGE, ReportSettings, write_html_report
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
@@ -36,6 +41,13 @@ ORIGINALS = [
     ("d", "The baker sells cakes near the lake. She sold bread in Ptuj."),
 ]
 DEIDENTIFIED = HOSTILE_TEXT.replace("Murska</b> Sobota", "[LOCATION]</b>")
+REPO = Path(__file__).resolve().parents[1]
+#: Semantic linkage after protection as a fake model reports it: high enough for the warning.
+SEMANTIC_AFTER = {"top1": 0.5, "top10": 1.0, "mean_rank": 1.5, "median_rank": 1.5}
+#: The assess template's page-1 block for no documents (the size test counts the documents' bytes alone).
+EMPTY_SUMMARY: dict[str, Any] = {
+    "summary": {"documents": 0, "linkable": 0}, "ranked": [], "plot_png": None, "plot_missing": "", "distribution": []
+}
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +86,39 @@ def evaluation_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     protected = tmp / "prot.jsonl"
     protected.write_text(json.dumps({"id": HOSTILE_ID, "text": protected_text, "edits": edits}) + "\n", encoding="utf-8")
-    settings = EvaluationSettings(ks=[2, 3], arities=[1, 2], semantic=False)
-    evaluate_to_folder(lambda: CorpusIndex(tmp / "index"), [tmp / "index", original, deidentified, protected], tmp / "out", settings, progress=False)
+    settings = EvaluationSettings(ks=[2, 3], arities=[1, 2])
+    with pytest.MonkeyPatch.context() as patch:  # semantic linkage without the model: fixed figures
+        import spacy_delink.evaluate.semantic as semantic
+
+        patch.setattr(semantic, "semantic_linkage", _fake_semantic_linkage)
+        evaluate_to_folder(
+            lambda: CorpusIndex(tmp / "index"), [tmp / "index", original, deidentified, protected], tmp / "out", settings, progress=False
+        )
     return tmp / "out" / "report.html"
+
+
+def _fake_semantic_linkage(index: Any, collection: Any, documents: list[Any], progress: bool = True) -> dict[str, Any]:
+    return {
+        "available": True, "model": {"name": "fake-model"}, "collection_vectors": "test vectors", "collection": len(collection),
+        "before": {"top1": 1.0, "top10": 1.0, "mean_rank": 1.0, "median_rank": 1.0}, "after": SEMANTIC_AFTER,
+        "per_document": [{} for _ in documents],
+    }
+
+
+def _screenshots(browser: Any, name: str, folder: Path) -> list[Path]:
+    """The page at desktop (1280 px) and phone (390 px) width, saved as test artifacts; the window is restored."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shots = []
+    try:
+        for width in (1280, 390):
+            browser.set_window_size(width, 1000)
+            browser.execute_script("window.scrollTo(0, 0)")
+            shot = folder / f"{name}-{width}.png"
+            assert browser.save_screenshot(str(shot))
+            shots.append(shot)
+    finally:
+        browser.set_window_size(1280, 1000)
+    return shots
 
 
 def _open(browser: Any, path: Path) -> None:
@@ -102,7 +144,7 @@ def test_summary_plots_legend_spans_and_before_after(browser: Any, evaluation_re
     _open(browser, evaluation_report)
     assert browser.find_element("css selector", "#summary table").text.startswith("k arity")
     plots = browser.find_elements("css selector", "#plots img[data-plot]")
-    assert {p.get_attribute("data-plot") for p in plots} == {"linkage.png", "anonymity.png"}
+    assert {p.get_attribute("data-plot") for p in plots} == {"linkage.png", "anonymity.png", "semantic_topk.png"}
     assert all(browser.execute_script("return arguments[0].naturalWidth", p) > 100 for p in plots)
     legend = browser.find_element("css selector", "#legend").text
     assert "df = 1" in legend and "mask inserted" in legend and "rewritten (LLM)" in legend
@@ -142,12 +184,13 @@ def test_assess_report_pages_and_stays_small_per_document(browser: Any, tmp_path
     index = CorpusIndex(tmp_path / "index")
     ids = [HOSTILE_ID] + [f"doc-{n}" for n in range(1, DOCS_PER_PAGE + 3)]
     records = [(DEIDENTIFIED, assess_text(index, doc_id, DEIDENTIFIED, 2, 2)) for doc_id in ids]
-    pages = write_html_report(records, tmp_path / "report.html")
+    pages = write_html_report(records, tmp_path / "report.html", ReportSettings(2, 2, str(tmp_path / "index")))
     assert [p.name for p in pages] == ["report.html", "report-2.html"]
     _open(browser, pages[0])  # issue 11 #15: an id with markup is shown, never run
     assert browser.find_element("css selector", "article.doc h2").text == HOSTILE_ID
     assert browser.find_element("tag name", "body").get_attribute("data-pwned") is None
-    assert browser.execute_script("return document.querySelectorAll('article img').length") == 0
+    assert browser.execute_script("return document.querySelectorAll('article img, #ranked img').length") == 0
+    assert HOSTILE_ID in browser.find_element("css selector", "#ranked").text
     _open(browser, pages[1])
     assert len(browser.find_elements("css selector", "article.doc")) == 3
     assert browser.find_element("css selector", "article.doc h2").text == f"doc-{DOCS_PER_PAGE}"
@@ -157,6 +200,128 @@ def test_assess_report_pages_and_stays_small_per_document(browser: Any, tmp_path
     for page in pages:  # nothing from the network: no src/href to another host
         html = page.read_text(encoding="utf-8")
         assert "http://" not in html and "https://" not in html
+
+
+def test_evaluate_report_warns_first_and_names_its_settings(browser: Any, evaluation_report: Path) -> None:
+    """Issue 25: k, arity and the index on the page, what arity 2 leaves unchecked, warnings above the summary."""
+    _open(browser, evaluation_report)
+    settings = browser.find_element("css selector", "#settings").text
+    index = str(evaluation_report.parent.parent / "index")
+    assert settings.startswith(f"Checked under k 2 · arity 2 · index {index}")
+    assert "Arity 2: combinations of three phrases were not checked." in settings
+    warnings = browser.find_element("css selector", "#warnings")
+    assert warnings.location["y"] < browser.find_element("css selector", "#summary").location["y"]
+    text = warnings.text
+    assert text.startswith("Read this first")
+    assert "Semantic linkage stays high after protection" in text and "50.0%" in text and "100.0%" in text
+    # tantivy ran here, so nothing says it did not
+    assert "did not run" not in text
+    header = browser.find_element("css selector", "#linkage thead").text
+    assert "succeeds" not in header and header.split() == "k arity linkable before tantivy before linkable after tantivy after averted".split()
+    assert "the attack succeeds" in browser.find_element("css selector", "#success").text.lower()
+
+
+def _record(doc_id: str, text: str, anonymity: int | None, phrases: list[tuple[str, int]], combinations: int) -> tuple[str, dict[str, Any]]:
+    """A hand-made assess record: ``phrases`` (text, support) are found in ``text``; ``combinations`` is a count."""
+    ngrams = [{"start": text.index(p), "end": text.index(p) + len(p), "text": p, "support": s} for p, s in phrases]
+    record = {
+        "id": doc_id, "k": 5, "arity": 3, "linkage_risk": 0.0 if anonymity is None else 1 / anonymity, "anonymity": anonymity,
+        "ngrams": ngrams, "combinations": [], "combination_linkable": combinations > 0,
+        "combination_count": combinations, "combination_groups": 0, "combinations_capped": False,
+    }
+    return text, record
+
+
+def test_assess_report_ranks_documents_most_at_risk_first(browser: Any, tmp_path: Path) -> None:
+    """Anonymity first (not linkable last), then more linkable phrases, then more combinations; links reach the document."""
+    text = "The farmer keeps bees near the river Sava and sells honey in Ptuj."
+    records = [
+        _record("not-linkable", text, None, [], 0),
+        _record("anonymity-3", text, 3, [("farmer keeps", 3)], 0),
+        _record("one-phrase-combinations", text, 1, [("river Sava", 1)], 10),
+        _record("three-phrases", text, 1, [("bees near", 2), ("river Sava", 1), ("Ptuj", 1)], 0),
+        _record("anonymity-2", text, 2, [("bees", 2), ("honey", 4)], 0),
+        _record("one-phrase", text, 1, [("sells honey", 1)], 0),
+    ] + [_record(f"filler-{n}", text, 4, [("farmer", 4)], 0) for n in range(DOCS_PER_PAGE)]
+    records.append(_record("last-but-worst", text, 1, [("keeps", 3), ("the river", 1), ("Sava", 1), ("honey", 1)], 0))
+    pages = write_html_report(records, tmp_path / "report.html", ReportSettings(5, 3, "idx"))
+    _open(browser, pages[0])
+    rows = browser.find_elements("css selector", "#ranked tbody tr")
+    order = [row.find_element("css selector", "td.docid").text for row in rows]
+    assert order[:6] == ["last-but-worst", "three-phrases", "one-phrase-combinations", "one-phrase", "anonymity-2", "anonymity-3"]
+    assert order[-1] == "not-linkable" and len(order) == len(records)
+    cells = [cell.text for cell in rows[0].find_elements("css selector", "td")]
+    assert cells == ["1", "last-but-worst", "1", "“the river” (in 1 document)", "4", "0"]  # the earliest of the rarest
+    assert rows[2].find_elements("css selector", "td")[-1].text == "10 (0)"
+    # The worst document is the last of the input: its row links to page 2.
+    rows[0].find_element("css selector", "a").click()
+    assert browser.current_url.endswith(f"report-2.html#doc-{len(records) - 1}")
+    assert browser.find_element("css selector", f"#doc-{len(records) - 1} h2").text == "last-but-worst"
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """The shipped sample assessed at k = 2, arity 3 as `delink assess` writes it (grouped)."""
+    tmp = tmp_path_factory.mktemp("sample")
+    corpus = [(r["id"], r["text"]) for r in srsly.read_jsonl(REPO / "samples" / "corpus.jsonl")]
+    IndexBuilder(LinkageRules()).build(iter(corpus), tmp / "index")
+    index = CorpusIndex(tmp / "index")
+    report = [(r["text"], assess_document(index, r["id"], r["text"], 2, 3, 1000)) for r in srsly.read_jsonl(REPO / "samples" / "deidentified.jsonl")]
+    pages = write_html_report(report, tmp / "report.html", ReportSettings(2, 3, str(tmp / "index")))
+    return pages[0], [record for _, record in report]
+
+
+def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_report: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+    page, records = sample_report
+    _open(browser, page)
+    assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · index ")
+    plot = browser.find_element("css selector", "#plots img[data-plot='assessment.png']")
+    assert browser.execute_script("return arguments[0].naturalWidth", plot) > 100
+    expected = sorted(records, key=lambda r: (r["anonymity"] is None, r["anonymity"] or 0, -len(r["ngrams"]), -r["combination_count"]))
+    shown = [cell.text for cell in browser.find_elements("css selector", "#ranked td.docid")]
+    assert shown == [r["id"] for r in expected]
+    # The first document's combinations: one entry per group, the count of the rest of each group said in words.
+    first = records[0]
+    assert first["combination_count"] > first["combination_groups"] > 1
+    combos = browser.find_element("css selector", "#doc-0 details.combos")
+    combos.find_element("css selector", "summary").click()
+    assert combos.find_element("css selector", "summary").text.startswith(
+        f"{first['combination_count']} linkable combinations in the de-identified text, in {first['combination_groups']} groups"
+    )
+    items = combos.find_elements("css selector", "button.combo")
+    assert len(items) == len(first["combinations"]) == first["combination_groups"]
+    for item, group in zip(items, first["combinations"]):
+        slides = f"and {group['group_size'] - 1} more sliding these phrases along the same words"
+        assert (slides in item.text) is (group["group_size"] > 1)
+    grouped = next(i for i, g in enumerate(first["combinations"]) if g["group_size"] > 1)
+    items[grouped].click()
+    outlined = "".join(s.text for s in browser.find_elements("css selector", "#doc-0 .view.before .sel"))
+    assert all(member["text"].split()[0] in outlined for member in first["combinations"][grouped]["members"])
+    shots = _screenshots(browser, "assess-report", tmp_path / "screenshots")
+    assert all(shot.stat().st_size > 10_000 for shot in shots)
+
+
+def test_evaluate_report_screenshots(browser: Any, evaluation_report: Path, tmp_path: Path) -> None:
+    _open(browser, evaluation_report)
+    shots = _screenshots(browser, "evaluate-report", tmp_path / "screenshots")
+    assert [shot.name for shot in shots] == ["evaluate-report-1280.png", "evaluate-report-390.png"]
+    assert all(shot.stat().st_size > 10_000 for shot in shots)
+
+
+def test_without_matplotlib_the_assess_report_says_so_in_words(
+    browser: Any, sample_report: tuple[Path, list[dict[str, Any]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    _, records = sample_report
+    texts = {r["id"]: r["text"] for r in srsly.read_jsonl(REPO / "samples" / "deidentified.jsonl")}
+    page = write_html_report([(texts[r["id"]], r) for r in records], tmp_path / "report.html", ReportSettings(2, 3, "idx"))[0]
+    _open(browser, page)
+    assert not browser.find_elements("css selector", "#plots img")
+    missing = browser.find_element("css selector", "#plots [data-plot-missing='assessment.png']").text
+    assert missing.startswith("Plot not drawn") and "pip install 'spacy-delink[plots]'" in missing
+    assert browser.find_element("css selector", "#distribution").text.split()[-2:] == ["1", str(len(records))]
 
 
 @pytest.mark.slow
@@ -169,7 +334,8 @@ def test_tab_documents_stay_under_100_kb_each(tmp_path: Path) -> None:
     benchmark = load_tab(shared_path("tab"))
     IndexBuilder(LinkageRules()).build(iter(benchmark.corpus), tmp_path / "index")
     index = CorpusIndex(tmp_path / "index")
-    empty = write_pages(tmp_path / "empty.html", "t", "", [], 2)[0].stat().st_size
+    settings = ReportSettings(2, 3, "index")
+    empty = write_pages(tmp_path / "empty.html", "assess.html", "t", settings, EMPTY_SUMMARY, [])[0].stat().st_size
     sizes = []
     for doc_id, text in sorted(benchmark.inputs, key=lambda item: -len(item[1]))[:3]:
         before = assess_text(index, doc_id, text, 2, 3)
@@ -177,6 +343,6 @@ def test_tab_documents_stay_under_100_kb_each(tmp_path: Path) -> None:
         after = assess_text(index, doc_id, masked, 2, 3)
         changes = compare_texts(index.tokenizer, text, masked)[2]
         document = ReportDocument(doc_id, text, before, masked, after, changes, [("anonymity", "1")])
-        page = write_pages(tmp_path / f"{doc_id}.html", "t", "", [document], 2)[0]
+        page = write_pages(tmp_path / f"{doc_id}.html", "assess.html", "t", settings, EMPTY_SUMMARY, [document])[0]
         sizes.append(page.stat().st_size - empty)
     assert max(sizes) <= 100_000, sizes

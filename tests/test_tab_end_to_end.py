@@ -57,7 +57,8 @@ def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int) -> None:
         assert all(g["text"] == text[g["start"] : g["end"]] for g in record["ngrams"])
         assert record["anonymity"] == expected["anonymity"]
         assert record["linkage_risk"] == (0.0 if expected["anonymity"] is None else 1 / expected["anonymity"])
-        assert set(record) == {"id", "k", "arity", "linkage_risk", "anonymity", "ngrams", "combinations", "combination_linkable"}
+        assert set(record) == {"id", "k", "arity", "linkage_risk", "anonymity", "ngrams", "combinations", "combination_linkable",
+                               "combination_count", "combination_groups", "combinations_capped"}
         linkable_docs += record["anonymity"] is not None
     # The manual de-identification leaves linkable phrases in most documents (the paper's point).
     assert linkable_docs > 100

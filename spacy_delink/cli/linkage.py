@@ -194,7 +194,10 @@ def assess_command(
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document."),
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
-    max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document and reading (scores stay exact)."),
+    max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document, all readings together (scores stay exact)."),
+    all_combinations: bool = typer.Option(
+        False, "--all-combinations", help="List every combination (up to --max-combinations), not one per group of slides."
+    ),
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
@@ -222,7 +225,7 @@ def assess_command(
     try:
         summary = assess_file(
             corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
-            readings=checked,
+            readings=checked, all_combinations=all_combinations,
         )
     finally:
         if runner is not None:

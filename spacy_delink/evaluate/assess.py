@@ -17,12 +17,45 @@ from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
-from .report import write_html_report
+from .grouping import group_numbers, grouped_combinations
+from .report import ReportSettings, write_html_report
 
 
 #: Documents per task on a worker, and tasks in flight (so a long input streams).
 CHUNK_DOCUMENTS = 32
 IN_FLIGHT_CHUNKS = 16
+#: Groups of combinations a record lists by default (``combination_groups`` counts them all).
+#: With the 1,000 combinations of ``--max-combinations`` this keeps a TAB record near 4x its
+#: input instead of 32x (docs/evaluate.md); ``--all-combinations`` lists every combination.
+GROUPS_LISTED = 50
+
+
+def assess_document(
+    index: CorpusIndex, doc_id: DocId, text: str, k: int, arity: int, max_combinations: int, all_combinations: bool = False,
+    readings: Sequence[str] = DEFAULT_READINGS,
+) -> dict[str, Any]:
+    """The ``delink assess`` record of one document: ``assess_text``'s, with its combinations grouped.
+
+    One combination beyond the cap is asked for, so the record can say whether the cap cut
+    the list (``combinations_capped``) and ``combination_count`` is exact when it did not.
+    By default the record lists the first ``GROUPS_LISTED`` groups (``grouping``), each
+    with its ``group_size``; with ``all_combinations`` it lists every combination up to the
+    cap, each with the number of its ``group``. The decision and the scores are unchanged.
+    """
+    record = assess_text(index, doc_id, text, k, arity, max_combinations + 1, readings)
+    found = record["combinations"][:max_combinations]
+    groups = group_numbers(found)
+    if all_combinations:
+        listed = [{**combination, "group": group} for combination, group in zip(found, groups)]
+    else:
+        listed = grouped_combinations(found)[:GROUPS_LISTED]
+    return {
+        **record,
+        "combinations": listed,
+        "combination_count": len(found),
+        "combination_groups": len(set(groups)),
+        "combinations_capped": len(record["combinations"]) > max_combinations,
+    }
 
 
 def _chunks(documents: Iterable[tuple[DocId, str]], size: int) -> Iterator[list[tuple[DocId, str]]]:
@@ -37,20 +70,25 @@ def _chunks(documents: Iterable[tuple[DocId, str]], size: int) -> Iterator[list[
 
 
 def assess_chunk(
-    index_path: str, key_file: str, verify: bool, k: int, arity: int, max_combinations: int, readings: tuple[str, ...],
+    index_path: str, key_file: str, verify: bool, k: int, arity: int, max_combinations: int, all_combinations: bool,
+    readings: tuple[str, ...],
     documents: list[tuple[DocId, str]],
 ) -> list[dict[str, Any]]:
     """One worker task: the records of a chunk, against the index mapped once per worker process."""
     index = open_index(index_path, key_file, verify)
-    return [assess_text(index, doc_id, text, k, arity, max_combinations, readings) for doc_id, text in documents]
+    return [assess_document(index, doc_id, text, k, arity, max_combinations, all_combinations, readings) for doc_id, text in documents]
 
 
 def _assess_on(
     runner: Runner, index: CorpusIndex, documents: Iterable[tuple[DocId, str]], k: int, arity: int, max_combinations: int,
+    all_combinations: bool,
     readings: tuple[str, ...],
 ) -> Iterator[tuple[DocId, str, dict[str, Any]]]:
     """Chunks assessed on the runner's workers, records back in input order."""
-    settings = (str(index.path.resolve()), str(index.key_path.resolve()), index.verified, k, arity, max_combinations, readings)
+    settings = (
+        str(index.path.resolve()), str(index.key_path.resolve()), index.verified, k, arity, max_combinations, all_combinations,
+        readings,
+    )
     sent: deque[list[tuple[DocId, str]]] = deque()
 
     def arguments() -> Iterator[tuple[Any, ...]]:
@@ -91,6 +129,7 @@ def assess_file(
     progress: bool = True,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
     runner: Runner | None = None,
+    all_combinations: bool = False,
     readings: Sequence[str] = DEFAULT_READINGS,
 ) -> AssessSummary:
     """Assess every line of ``input_path`` (the id rule of ``corpus.py``); outputs are written atomically.
@@ -99,6 +138,7 @@ def assess_file(
     With a ``runner`` (Dask workers, ``--workers``/``--scheduler``), chunks of documents are
     assessed on the workers, each of which maps the index itself (by path: shared storage
     on a cluster); the records are written in input order, identical to a run without one.
+    Records list their combinations grouped (``assess_document``), or all with ``all_combinations``.
     """
     check_k(k)
     check_arity(arity, allow_single=True)
@@ -113,10 +153,11 @@ def assess_file(
     report: list[tuple[str, dict[str, Any]]] = []
     if runner is None:
         records: Iterator[tuple[DocId, str, dict[str, Any]]] = (
-            (doc_id, text, assess_text(index, doc_id, text, k, arity, max_combinations, readings)) for doc_id, text in documents
+            (doc_id, text, assess_document(index, doc_id, text, k, arity, max_combinations, all_combinations, readings))
+            for doc_id, text in documents
         )
     else:
-        records = _assess_on(runner, index, documents, k, arity, max_combinations, readings)
+        records = _assess_on(runner, index, documents, k, arity, max_combinations, all_combinations, readings)
     with atomic_write(output_path) as out:
         with tqdm(desc="assessing", unit="doc", disable=None if progress else True) as bar:  # None: on a terminal only
             for doc_id, text, record in records:
@@ -127,7 +168,7 @@ def assess_file(
                     report.append((text, record))
                 bar.update()
         if html_path is not None:
-            write_html_report(report, html_path)
+            write_html_report(report, html_path, ReportSettings(k, arity, str(index.path)))
     summary.skipped_lines = stats.skipped_lines
     summary.seconds = time.perf_counter() - started
     return summary

@@ -9,7 +9,7 @@ from ..errors import InputError
 from ..io import atomic_directory, atomic_write, check_output_path, refuse_same_file
 from ..linkage.index import CorpusIndex
 from .metrics import Evaluation, EvaluationSettings, evaluate
-from .plots import evaluation_plots
+from .plots import evaluation_plots, plots_unavailable
 from .report import write_evaluation_report
 
 METRICS = "metrics.json"
@@ -45,13 +45,18 @@ def evaluate_to_folder(
     overwrite: bool = False,
     progress: bool = True,
 ) -> Evaluation:
-    """Evaluate ``inputs`` = (index, original, de-identified[, protected]) and write the folder."""
+    """Evaluate ``inputs`` = (index, original, de-identified[, protected]) and write the folder.
+
+    Without matplotlib the metrics and the report are written all the same, without plots
+    (the report says why).
+    """
     check_output_folder(inputs, output, overwrite)
     index = open_index()
     original, deidentified = inputs[1], inputs[2]
     protected = inputs[3] if len(inputs) > 3 else None
     evaluation = evaluate(index, original, deidentified, protected, settings, progress=progress)
-    plots = evaluation_plots(evaluation.metrics)
+    plots_missing = plots_unavailable()
+    plots = {} if plots_missing else evaluation_plots(evaluation.metrics)
     with atomic_directory(output, overwrite=True) as folder:
         with atomic_write(folder / METRICS) as handle:
             json.dump({**evaluation.metrics, "plots": sorted(plots), "report": REPORT}, handle, indent=1, ensure_ascii=False)
@@ -59,5 +64,5 @@ def evaluate_to_folder(
         for name, png in plots.items():
             with atomic_write(folder / name, "wb") as handle:
                 handle.write(png)
-        write_evaluation_report(evaluation, plots, folder / REPORT)
+        write_evaluation_report(evaluation, plots, folder / REPORT, plots_missing)
     return evaluation

@@ -15,6 +15,7 @@ For every joined document (see ``inputs``) and every (k, arity) asked for:
   is ordered by similarity to the document (top-1, top-10, mean rank).
 
 "Averted" counts documents linkable before protection that are not linkable after.
+``warnings`` says in words what a reader must not miss (``evaluation_warnings``).
 """
 from __future__ import annotations
 
@@ -29,14 +30,25 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import InputError
-from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, ReadingDetection, assess_text, detect
+from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, ReadingDetection, detect
 from ..linkage.combinations import check_arity
 from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..linkage.tokenize import Tokenizer
 from .adversary import DEFAULT_PROXIMITY_SLOP, PROXIMITY_WORDS, EngineFindings, check_proximity_slop
+from .assess import assess_document
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
+
+
+#: Semantic linkage after protection at or above which the report warns: similarity alone
+#: names the source of one document in five (top-1), or a reader who opens the ten most
+#: similar originals finds the source of half the documents (top-10). Phrase protection
+#: does not address this linkage (docs/evaluate.md).
+SEMANTIC_WARNING = {"top1": 0.2, "top10": 0.5}
+#: How to get both optional checks (the independent engine and semantic linkage).
+EVALUATE_EXTRA = "pip install 'spacy-delink[evaluate]'"
+
 
 def parse_int_list(value: str, option: str, check: Callable[[int], Any]) -> list[int]:
     """``"2,3,5"`` → ``[2, 3, 5]`` (sorted, unique), each value checked."""
@@ -286,7 +298,7 @@ def evaluate(
     documents = joined.documents
     cells = settings.cells
     engine = None
-    engine_absent = "not asked for (--no-engine)"
+    engine_absent = "skipped with --no-engine; run without it to include this check"
     if settings.adversary:
         from .adversary import SearchEngineAdversary, engine_unavailable
 
@@ -310,7 +322,7 @@ def evaluate(
                 entry["engine"][version] = engine.attack(text, settings.ks, settings.arities)
         report_cell = (settings.report_k, settings.report_arity)
         entry["assess"] = {
-            version: assess_text(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations, settings.readings)  # type: ignore[arg-type]
+            version: assess_document(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations, readings=settings.readings)  # type: ignore[arg-type]
             for version, attribute in versions
         }
         if document.protected is not None:
@@ -325,12 +337,43 @@ def evaluate(
         for entry, row in zip(per_document, semantic.pop("per_document", [])):
             entry["semantic"] = row
     else:
-        semantic = {"available": False, "reason": "not asked for (--no-semantic)"}
+        semantic = {"available": False, "reason": "skipped with --no-semantic; run without it to include this check"}
     metrics = _summarize(index, joined, per_document, settings, semantic, engine is not None, collection)
     if engine is None:
         metrics["engine"]["reason"] = engine_absent
+    metrics["warnings"] = evaluation_warnings(metrics, settings)
     metrics["seconds"] = round(time.perf_counter() - started, 1)
     return Evaluation(metrics=metrics, documents=per_document, seconds=metrics["seconds"])
+
+
+def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -> list[str]:
+    """What the report states first, in words: linkage the protection leaves, and checks that did not run."""
+    warnings = []
+    semantic = metrics["semantic"]
+    after = semantic.get("after") if semantic.get("available") else None
+    if after is not None and any(after[name] >= bound for name, bound in SEMANTIC_WARNING.items()):
+        warnings.append(
+            f"Semantic linkage stays high after protection: the true source is the most similar original for "
+            f"{100 * after['top1']:.1f}% of the documents and among the ten most similar for {100 * after['top10']:.1f}% "
+            f"(this report warns from top-1 {100 * SEMANTIC_WARNING['top1']:.0f}% or top-10 "
+            f"{100 * SEMANTIC_WARNING['top10']:.0f}%). Protection against phrase search does not prevent linkage "
+            "by meaning: an adversary who embeds the text can still find its source."
+        )
+    disagreements = metrics["engine"]["decision_disagreements"]
+    if disagreements:
+        warnings.append(f"tantivy disagrees with our index on {disagreements} decision(s); they are listed under the summary.")
+    install = f" {EVALUATE_EXTRA} installs both optional checks."
+    if not metrics["engine"]["available"]:
+        warnings.append(
+            "The independent search engine (tantivy) did not run, so no second engine confirmed the linkage figures: "
+            + str(metrics["engine"]["reason"]) + ("." + install if settings.adversary else ".")
+        )
+    if not semantic.get("available"):
+        warnings.append(
+            "Semantic linkage was not measured, so this report says nothing about finding a source by meaning, "
+            "which phrase protection does not prevent: " + str(semantic.get("reason")) + ("." + install if settings.semantic else ".")
+        )
+    return warnings
 
 
 def _summarize(

@@ -1,24 +1,29 @@
-"""The HTML reports: ``delink evaluate`` (summary, plots, documents before/after) and ``delink assess --html``.
+"""The HTML reports: ``delink evaluate`` (warnings, summary, plots, documents before/after) and ``delink assess --html``.
 
 A person should see at a glance how exposed each document is and what protection changed:
 
-* a summary table and the plots first, then each document **as written** (its own
-  whitespace and punctuation; the page never shows index tokens);
-* risk by colour: the smaller the candidate set (df), the stronger the colour (df = 1 is
-  singled out), with a legend; hovering a span explains it (support, why it links, the
-  combinations it belongs to);
-* combinations are listed as groups; selecting one outlines its members in the text,
-  instead of stacking a bar per combination under the text;
+* every page states what it was checked under (k, arity, index: ``ReportSettings``, drawn
+  by ``templates/_settings.html``), and what was not checked;
+* the assess report opens with the documents ranked, most at risk first, and a plot of
+  the distribution; the evaluate report with warnings in words (semantic linkage that
+  stays high after protection, an engine or a check that did not run), then the summary
+  table and the plots;
+* then each document **as written** (its own whitespace and punctuation; the page never
+  shows index tokens), risk by colour: the smaller the candidate set (df), the stronger the
+  colour (df = 1 is singled out), with a legend; hovering a span explains it;
+* combinations are listed by group (``grouping``: those that differ only by sliding
+  phrases along the same words are one entry); selecting one outlines its phrases;
 * with a protected version, the two views side by side, edits marked as masks or
   rewrites (removed text struck through on the left, inserted text marked on the right).
 
-Everything from the inputs (texts, ids, phrases) is escaped: HTML text and attributes
-through ``html.escape``, the per-document data in ``<script type="application/json">``
-with ``<``, ``>`` and ``&`` written as JSON escapes, and the page's script reads it with
-``JSON.parse`` and writes only ``textContent`` and ``title``. The page loads nothing from
-the network: CSS and script are inline, plots are PNG data URIs. Documents are split into
-pages (``<name>-2.html``, ...) and a document's marked-up text is capped (``DOC_BUDGET``),
-so pages stay small whatever the collection.
+Pages are rendered from the Jinja2 templates in ``templates/`` with autoescaping on, so
+everything from the inputs (texts, ids, phrases) is escaped; the per-document data goes
+into ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as JSON
+escapes, and the page's script reads it with ``JSON.parse`` and writes only
+``textContent`` and ``title``. The page loads nothing from the network: CSS and script are
+inline, plots are PNG data URIs. Documents are split into pages (``<name>-2.html``, ...)
+and a document's marked-up text is capped (``DOC_BUDGET``), so pages stay small whatever
+the collection.
 """
 from __future__ import annotations
 
@@ -27,23 +32,51 @@ import html
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
+
+import jinja2
 
 from ..io import atomic_write
+from .grouping import grouped_combinations
+from .plots import assessment_plot, plots_unavailable
 
 #: Most bytes of marked-up text per document view; the rest is shown as plain text.
 DOC_BUDGET = 25_000
 DOCS_PER_PAGE = 20
-#: Most combinations listed per document (the JSONL keeps its own cap).
+#: Most combination groups listed per document view (the JSONL keeps its own cap).
 COMBINATIONS_SHOWN = 50
+#: Rows of the assess report's ranked table (every document stays in the JSONL).
+RANKED_ROWS = 100
 #: Colour level by support: 1 (singled out), 2, 3-4, 5+.
 LEVELS = ((1, "d1"), (2, "d2"), (4, "d3"))
+#: Markup around a marked piece of text beyond its escaped text and attribute values (for ``DOC_BUDGET``).
+_SPAN_MARKUP = len('<span class="" data-g="" data-m="" data-c=""></span>')
 
 
-def _e(value: Any) -> str:
-    """Escape any value for HTML text or a quoted attribute."""
-    return html.escape(str(value), quote=True)
+@dataclass(frozen=True)
+class ReportSettings:
+    """What a report was checked under; every page states it (``templates/_settings.html``).
+
+    The one place that says which settings a report names: a new setting (a reading of
+    the rules, say) is a line in ``facts``.
+    """
+
+    k: int
+    arity: int
+    index: str
+
+    def facts(self) -> list[tuple[str, str]]:
+        return [("k", str(self.k)), ("arity", str(self.arity)), ("index", self.index)]
+
+    def caveat(self) -> str | None:
+        """What these settings leave unchecked, in words (arity below the threat model's 3)."""
+        if self.arity == 1:
+            return "Arity 1: combinations of phrases were not checked, only single phrases."
+        if self.arity == 2:
+            return "Arity 2: combinations of three phrases were not checked."
+        return None
 
 
 def _json_for_script(data: Any) -> str:
@@ -54,11 +87,39 @@ def _json_for_script(data: Any) -> str:
     return text
 
 
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("spacy_delink.evaluate", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["script_json"] = _json_for_script
+    return environment
+
+
+def _asset(name: str) -> str:
+    """A file of ``templates/`` as it is (the page's CSS and script, not Jinja templates)."""
+    loader = _environment().loader
+    assert loader is not None
+    return loader.get_source(_environment(), name)[0]
+
+
 def _level(support: int) -> str:
     for bound, name in LEVELS:
         if support <= bound:
             return name
     return "d4"
+
+
+def _anonymity_text(value: int | None) -> str:
+    return "not linkable" if value is None else str(value)
+
+
+def _png(png: bytes | None) -> str | None:
+    return None if png is None else base64.b64encode(png).decode("ascii")
 
 
 @dataclass
@@ -74,25 +135,41 @@ class ReportDocument:
     facts: list[tuple[str, str]] = field(default_factory=list)  # (label, value) shown under the title
 
 
+def _groups(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's combinations by group: as listed when ``delink assess`` grouped them, else grouped here."""
+    combinations = record.get("combinations", [])
+    if combinations and "group_size" in combinations[0]:
+        return list(combinations)
+    return grouped_combinations(combinations)
+
+
+def _combination_counts(record: dict[str, Any]) -> tuple[int, int, bool]:
+    """Combinations found, their groups, and whether a cap cut the list (from a ``delink assess`` record, else counted)."""
+    if "combination_count" in record:
+        return record["combination_count"], record["combination_groups"], record["combinations_capped"]
+    combinations = record.get("combinations", [])
+    return len(combinations), len(grouped_combinations(combinations)), False
+
+
 def _spans(record: dict[str, Any]) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]], dict[str, Any]]:
     """N-gram spans (start, end, support), combination member spans, and the data the script reads.
 
     The script's data holds phrases as text (``g``: [support, phrase], ``m``: phrase,
-    ``c``: [support, member indices]), so tooltips never depend on character offsets.
+    ``c``: [support, member indices, group size]), so tooltips never depend on character offsets.
     """
     ngrams = [(g["start"], g["end"], g["support"]) for g in record.get("ngrams", [])]
     members: dict[tuple[int, int], int] = {}
     member_texts: list[str] = []
     combos = []
-    for combination in record.get("combinations", [])[:COMBINATIONS_SHOWN]:
+    for group in _groups(record)[:COMBINATIONS_SHOWN]:
         indices = []
-        for member in combination["members"]:
+        for member in group["members"]:
             key = (member["start"], member["end"])
             if key not in members:
                 members[key] = len(member_texts)
                 member_texts.append(member["text"])
             indices.append(members[key])
-        combos.append([combination["support"], indices])
+        combos.append([group["support"], indices, group["group_size"]])
     data = {"g": [[g["support"], g["text"]] for g in record.get("ngrams", [])], "m": member_texts, "c": combos}
     return ngrams, list(members), data
 
@@ -115,20 +192,22 @@ class _Active:
         return sorted(self.now)
 
 
-def _render_text(
+def _pieces(
     text: str,
     ngrams: list[tuple[int, int, int]],
     members: list[tuple[int, int]],
     combos: list[list[Any]],
     edits: list[tuple[int, int, str]],
     budget: int,
-) -> tuple[str, str]:
-    """The text with one ``<span>`` per run of characters under the same marks, and any unmarked rest.
+) -> tuple[list[dict[str, str]], str]:
+    """The text cut into pieces under the same marks (one ``<span>`` each), and any unmarked rest.
 
-    Past ``budget`` bytes of markup the rest of the text is returned separately (shown plain).
+    A piece is ``{"text", "classes", "g", "m", "c"}`` (marks as space-separated indices into
+    the script's data). Past ``budget`` bytes of markup the rest of the text is returned
+    separately (shown plain).
     """
     member_combos: dict[int, set[int]] = {}
-    for c, (_, indices) in enumerate(combos):
+    for c, (_, indices, _) in enumerate(combos):
         for i in indices:
             member_combos.setdefault(i, set()).add(c)
     cuts = {0, len(text)}
@@ -137,28 +216,31 @@ def _render_text(
             cuts.update((span[0], span[1]))
     bounds = sorted(b for b in cuts if 0 <= b <= len(text))
     active = [_Active(ngrams), _Active(members), _Active(edits)]
-    parts: list[str] = []
+    pieces: list[dict[str, str]] = []
     size = 0
     for left, right in zip(bounds, bounds[1:]):
         g, m, e = (marks.at(left) for marks in active)
         if size > budget:
-            return "".join(parts), text[left:]
-        piece = _e(text[left:right])
+            return pieces, text[left:]
         classes = []
-        attributes = ""
         if g:
             classes.append(_level(min(ngrams[i][2] for i in g)))
-            attributes += f' data-g="{" ".join(map(str, g))}"'
         if m:
             classes.append("cm")
-            combo_ids = sorted({c for i in m for c in member_combos.get(i, ())})
-            attributes += f' data-m="{" ".join(map(str, m))}" data-c="{" ".join(map(str, combo_ids))}"'
         if e:
             classes.append(f"e-{edits[e[0]][2]}")
-        markup = f'<span class="{" ".join(classes)}"{attributes}>{piece}</span>' if classes else piece
-        parts.append(markup)
-        size += len(markup)
-    return "".join(parts), ""
+        combo_ids = sorted({c for i in m for c in member_combos.get(i, ())})
+        piece = {
+            "text": text[left:right],
+            "classes": " ".join(classes),
+            "g": " ".join(map(str, g)),
+            "m": " ".join(map(str, m)),
+            "c": " ".join(map(str, combo_ids)),
+        }
+        pieces.append(piece)
+        escaped = len(html.escape(piece["text"]))
+        size += escaped + (_SPAN_MARKUP + sum(len(piece[key]) for key in ("classes", "g", "m", "c")) if classes else 0)
+    return pieces, ""
 
 
 def _inserted(changes: Sequence[Any], side: str) -> list[tuple[int, int, str]]:
@@ -170,381 +252,311 @@ def _inserted(changes: Sequence[Any], side: str) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _view(side: str, title: str, text: str, record: dict[str, Any], changes: Sequence[Any]) -> tuple[str, dict[str, Any], str]:
-    ngrams, members, data = _spans(record)
-    marked, rest = _render_text(text, ngrams, members, data["c"], _inserted(changes, side), DOC_BUDGET)
-    body = f'<div class="view {side}" data-side="{side}"><h3>{_e(title)}</h3><div class="text">{marked}</div>'
-    if rest:
-        body += (
-            f'<details class="rest"><summary>{len(rest):,} more characters, shown without marks</summary>'
-            f'<div class="text plain">{_e(rest)}</div></details>'
-        )
-    return body + "</div>", data, _combination_list(side, record, data)
-
-
-def _document_html(number: int, document: ReportDocument) -> str:
-    has_after = document.after_text is not None and document.after is not None
-    view, before_data, combos_html = _view(
-        "before", "De-identified" if has_after else "Document", document.before_text, document.before, document.changes
+def _combination_list(side: str, record: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
+    """The listed groups of one view, with a summary line that says how many there are in all."""
+    if not data["c"]:
+        return None
+    count, groups, capped = _combination_counts(record)
+    where = "de-identified" if side == "before" else "protected"
+    summary = (
+        f"{count:,}{'+' if capped else ''} linkable combination{'s' if count != 1 else ''} "
+        f"in the {where} text, in {groups:,} group{'s' if groups != 1 else ''}"
     )
-    views = [view]
-    data: dict[str, Any] = {"k": document.before.get("k"), "before": before_data}
+    if groups > len(data["c"]):
+        summary += f" (first {len(data['c'])} shown)"
+    items = [
+        {"phrases": [data["m"][i] for i in indices], "support": support, "group_size": group_size}
+        for support, indices, group_size in data["c"]
+    ]
+    return {"summary": summary, "groups": items}
+
+
+def _view(side: str, title: str, text: str, record: dict[str, Any], changes: Sequence[Any]) -> dict[str, Any]:
+    ngrams, members, data = _spans(record)
+    pieces, rest = _pieces(text, ngrams, members, data["c"], _inserted(changes, side), DOC_BUDGET)
+    return {
+        "side": side, "title": title, "pieces": pieces, "rest": rest, "data": data,
+        "combinations": _combination_list(side, record, data),
+    }
+
+
+def _document(number: int, document: ReportDocument) -> dict[str, Any]:
+    """What ``templates/_document.html`` draws for one document."""
+    has_after = document.after_text is not None and document.after is not None
+    views = [_view("before", "De-identified" if has_after else "Document", document.before_text, document.before, document.changes)]
     if has_after:
         assert document.after_text is not None and document.after is not None
-        view, data["after"], after_combos = _view("after", "Protected", document.after_text, document.after, document.changes)
-        views.append(view)
-        combos_html += after_combos
-    facts = "".join(f"<span><b>{_e(label)}</b> {_e(value)}</span>" for label, value in document.facts)
-    return (
-        f'<article class="doc" id="doc-{number}" data-doc="{number}">'
-        f'<h2>{_e(document.id)}</h2><p class="facts">{facts}</p>'
-        f'<div class="views n{len(views)}">{"".join(views)}</div>{combos_html}'
-        f'<script type="application/json" class="doc-data">{_json_for_script(data)}</script></article>'
-    )
+        views.append(_view("after", "Protected", document.after_text, document.after, document.changes))
+    data: dict[str, Any] = {"k": document.before.get("k")}
+    data.update({view["side"]: view["data"] for view in views})
+    return {"number": number, "id": document.id, "facts": document.facts, "views": views, "data": data}
 
 
-def _combination_list(side: str, record: dict[str, Any], data: dict[str, Any]) -> str:
-    if not record.get("combinations"):
-        return ""
-    total = len(record["combinations"])
-    items = []
-    for c, (support, indices) in enumerate(data["c"]):
-        phrases = " + ".join(f"“{_e(data['m'][i])}”" for i in indices)
-        items.append(
-            f'<li><button type="button" class="combo" data-side="{side}" data-combo="{c}">{phrases}'
-            f' <span class="support">together in {support} document{"s" if support != 1 else ""}</span></button></li>'
-        )
-    shown = f" (first {len(data['c'])} shown)" if total > len(data["c"]) else ""
-    where = "de-identified" if side == "before" else "protected"
-    return (
-        f'<details class="combos" data-side="{side}"><summary>{total} linkable combination{"s" if total != 1 else ""} '
-        f"in the {where} text{shown}: select one to outline its phrases</summary><ol>{''.join(items)}</ol></details>"
-    )
-
-
-_CSS = """
-:root{--d1:#e74c3c;--d2:#f39c12;--d3:#f7dc6f;--d4:#fcf3cf;--cm:#6c3483;--mask:#566573;--llm:#1e8449}
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 1.5em;color:#1b2631}
-h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.1em;margin:0 0 .2em;word-break:break-all}h3{font-size:.9em;margin:.2em 0;color:#566573;text-transform:uppercase;letter-spacing:.05em}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}th,td{border:1px solid #d5d8dc;padding:.25em .6em;text-align:right}th{background:#f4f6f7}td:first-child,th:first-child{text-align:left}
-td.bad{background:#fadbd8;font-weight:bold}td.good{background:#d5f5e3}
-.plots{display:flex;flex-wrap:wrap;gap:1em}.plots figure{margin:0}.plots img{max-width:100%;border:1px solid #eaeded}figcaption{font-size:.8em;color:#566573}
-.legend{display:flex;flex-wrap:wrap;gap:.4em 1.2em;padding:.5em .8em;background:#f8f9f9;border:1px solid #eaeded;border-radius:4px;font-size:.85em;position:sticky;top:0;z-index:2}
-.legend span.sw{display:inline-block;padding:0 .35em;margin-right:.3em;border-radius:2px}
-.doc{border-top:2px solid #d5d8dc;padding:1em 0;margin-top:1em;scroll-margin-top:5em}.facts span{margin-right:1.2em;font-size:.85em;color:#424949}
-.views{display:grid;gap:1em}.views.n2{grid-template-columns:1fr 1fr}
-.text{white-space:pre-wrap;word-wrap:break-word;font:14px/1.65 Georgia,"Times New Roman",serif;background:#fdfefe;border:1px solid #eaeded;padding:.6em .8em;border-radius:4px;max-height:36em;overflow:auto}
-.d1{background:var(--d1);color:#fff}.d2{background:var(--d2)}.d3{background:var(--d3)}.d4{background:var(--d4)}
-.cm{text-decoration:underline dotted var(--cm) 2px;text-underline-offset:3px}
-.sel{background:#d2b4de;box-shadow:0 2px 0 var(--cm)}
-.e-removed{text-decoration:line-through;text-decoration-color:#1b2631;opacity:.75}
-.e-mask{background:#d6dbdf;color:#17202a;border-bottom:2px solid var(--mask)}.e-rewrite{background:#d5f5e3;border-bottom:2px solid var(--llm)}
-[data-g],[data-m],.e-removed,.e-mask,.e-rewrite{cursor:help}
-.combos{margin-top:.5em;font-size:.9em}.combos ol{max-height:14em;overflow:auto;margin:.3em 0}
-button.combo{font:inherit;text-align:left;background:none;border:1px solid transparent;border-radius:3px;padding:.05em .3em;cursor:pointer}
-button.combo:hover,button.combo.active{border-color:var(--cm);background:#f4ecf7}.support{color:#566573;font-size:.85em}
-nav.pages a{margin-right:.6em}.notes{font-size:.9em;color:#7b241c}.ok{color:#1e8449}
-@media (max-width:800px){.views.n2{grid-template-columns:1fr}}
-"""
-
-_JS = r"""
-(function(){
-  function data(article){
-    if(!article.__data){article.__data=JSON.parse(article.querySelector('script.doc-data').textContent);}
-    return article.__data;
-  }
-  function plural(n,word){return n+' '+word+(n===1?'':'s');}
-  function tip(span){
-    var article=span.closest('article.doc'); var d=data(article);
-    var side=span.closest('.view').getAttribute('data-side'); var v=d[side]; var k=d.k; var lines=[];
-    (span.getAttribute('data-g')||'').split(' ').filter(Boolean).forEach(function(i){
-      var g=v.g[+i]; var s=g[0];
-      lines.push('\u201c'+g[1]+'\u201d occurs in '+plural(s,'document')+' of the original collection'+
-        (s===1?': a search for it singles out its source.':' (fewer than k='+k+'): a search for it narrows the candidates to '+s+'.'));
-    });
-    var ms=(span.getAttribute('data-m')||'').split(' ').filter(Boolean);
-    if(ms.length){
-      var cs=(span.getAttribute('data-c')||'').split(' ').filter(Boolean);
-      var m=v.m[+ms[0]];
-      var first=v.c[+cs[0]];
-      var others=first[1].filter(function(j){return j!==+ms[0];}).map(function(j){return '\u201c'+v.m[j]+'\u201d';});
-      lines.push('\u201c'+m+'\u201d is common on its own, but belongs to '+plural(cs.length,'linkable combination')+
-        (others.length?'; e.g. together with '+others.join(' and ')+' it occurs in '+plural(first[0],'document')+' only.':'.'));
-    }
-    if(span.classList.contains('e-removed')){lines.push('Changed by the protection (see the protected text).');}
-    if(span.classList.contains('e-mask')){lines.push('Masked by the protection.');}
-    if(span.classList.contains('e-rewrite')){lines.push('Rewritten by the protection (LLM).');}
-    return lines.join('\n');
-  }
-  document.addEventListener('mouseover',function(ev){
-    var span=ev.target.closest && ev.target.closest('.text span[data-g],.text span[data-m],.text span.e-removed,.text span.e-mask,.text span.e-rewrite');
-    if(span && !span.hasAttribute('title')){span.setAttribute('title',tip(span));}
-  });
-  document.addEventListener('click',function(ev){
-    var button=ev.target.closest && ev.target.closest('button.combo'); if(!button){return;}
-    var article=button.closest('article.doc'); var side=button.getAttribute('data-side'); var c=button.getAttribute('data-combo');
-    var on=!button.classList.contains('active');
-    article.querySelectorAll('button.combo.active').forEach(function(b){b.classList.remove('active');});
-    article.querySelectorAll('.sel').forEach(function(s){s.classList.remove('sel');});
-    if(!on){return;}
-    button.classList.add('active');
-    article.querySelectorAll('.view[data-side="'+side+'"] span[data-c]').forEach(function(s){
-      if(s.getAttribute('data-c').split(' ').indexOf(c)>=0){s.classList.add('sel');}
-    });
-  });
-})();
-"""
-
-
-def _legend(k: int | None, with_edits: bool) -> str:
-    below_k = f" (fewer than k={k})" if k else ""
-    items = [
-        ('<span class="sw d1">df = 1</span>singled out: the phrase occurs in one document only'),
-        ('<span class="sw d2">df = 2</span>'),
-        ('<span class="sw d3">df = 3–4</span>'),
-        (f'<span class="sw d4">df ≥ 5</span>linkable phrases{_e(below_k)}'),
-        ('<span class="sw cm">phrase</span>member of a linkable combination (select a combination below a document)'),
-    ]
-    if with_edits:
-        items += [
-            '<span class="sw e-removed">text</span>changed by the protection',
-            '<span class="sw e-mask">[MASK]</span>mask inserted',
-            '<span class="sw e-rewrite">words</span>rewritten (LLM)',
-        ]
-    return '<div class="legend" id="legend"><b>Legend</b>' + "".join(f"<span>{item}</span>" for item in items) + "</div>"
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>{body}<script>{_JS}</script></body></html>\n"
-    )
-
-
-def _page_name(path: Path, page: int) -> str:
+def page_name(path: Path, page: int) -> str:
+    """The file name of page ``page`` of the report at ``path`` (``report.html``, ``report-2.html``, ...)."""
     return path.name if page == 1 else f"{path.stem}-{page}{path.suffix}"
 
 
-def _pages_nav(path: Path, pages: int, current: int) -> str:
-    if pages <= 1:
-        return ""
-    links = " ".join(
-        f"<b>{n}</b>" if n == current else f'<a href="{_e(_page_name(path, n))}">{n}</a>' for n in range(1, pages + 1)
-    )
-    return f'<nav class="pages">Pages of documents: {links}</nav>'
-
-
 def write_pages(
-    path: Path, title: str, head_html: str, documents: Sequence[ReportDocument], k: int | None, per_page: int = DOCS_PER_PAGE
+    path: Path,
+    template: str,
+    title: str,
+    settings: ReportSettings,
+    summary: dict[str, Any],
+    documents: Sequence[ReportDocument],
+    per_page: int = DOCS_PER_PAGE,
 ) -> list[Path]:
-    """Write the report: page 1 at ``path`` holds ``head_html`` (summary, plots) and the first documents."""
-    pages = max(1, -(-len(documents) // per_page))
-    with_edits = any(d.after_text is not None for d in documents)
+    """Write the report: page 1 at ``path`` holds the summary block of ``template`` and the first documents."""
+    pages = [page_name(path, page) for page in range(1, max(1, -(-len(documents) // per_page)) + 1)]
+    renderer = _environment().get_template(template)
+    common = {
+        "title": title, "settings": settings, "pages": pages, "first_page": pages[0], "total": len(documents),
+        "with_edits": any(d.after_text is not None for d in documents), "k": settings.k,
+        "css": _asset("report.css"), "js": _asset("report.js"), **summary,
+    }
     written = []
-    for page in range(1, pages + 1):
-        chunk = documents[(page - 1) * per_page : page * per_page]
+    for page, name in enumerate(pages, 1):
         first = (page - 1) * per_page
-        nav = _pages_nav(path, pages, page)
-        body = [f"<header><h1>{_e(title)}</h1></header>"]
-        if page == 1:
-            body.append(head_html)
-        else:
-            body.append(f'<p><a href="{_e(_page_name(path, 1))}">← summary and plots</a></p>')
-        body.append(_legend(k, with_edits))
-        body.append(f'<section id="documents"><h2>Documents {first + 1}–{first + len(chunk)} of {len(documents)}</h2>{nav}')
-        body.extend(_document_html(first + i, document) for i, document in enumerate(chunk))
-        body.append(f"{nav}</section>")
-        target = path.with_name(_page_name(path, page))
+        chunk = documents[first : first + per_page]
+        page_html = renderer.render(
+            common, page=page, first=first, documents=[_document(first + i, d) for i, d in enumerate(chunk)]
+        )
+        target = path.with_name(name)
         with atomic_write(target) as handle:
-            handle.write(_page(title, "".join(body)))
+            handle.write(page_html)
         written.append(target)
     return written
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]], classes: Iterable[Sequence[str]] | None = None) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    class_rows = list(classes) if classes is not None else None
-    body = []
-    for r, row in enumerate(rows):
-        cells = []
-        for c, value in enumerate(row):
-            cls = class_rows[r][c] if class_rows is not None else ""
-            cells.append(f'<td class="{cls}">{_e(value)}</td>' if cls else f"<td>{_e(value)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 # -- delink assess --html -------------------------------------------------------------------
 
 
-def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path) -> list[Path]:
-    """The ``assess`` report: a summary table and every document with its linkable spans.
+def _worst(record: dict[str, Any]) -> tuple[str, int | None]:
+    """The phrase with the smallest support (the earliest of equals), or the first combination group's phrases."""
+    ngrams = record.get("ngrams", [])
+    if ngrams:
+        worst = min(ngrams, key=lambda g: (g["support"], g["start"]))
+        return f"“{worst['text']}”", worst["support"]
+    groups = _groups(record)
+    if groups:
+        return " + ".join(f"“{m['text']}”" for m in groups[0]["members"]), groups[0]["support"]
+    return "–", None
 
-    ``report`` pairs each text with its ``delink assess`` record; returns the pages written.
+
+def _risk_order(item: tuple[int, dict[str, Any]]) -> tuple[Any, ...]:
+    """Most at risk first: smallest anonymity (not linkable last), then most linkable phrases, then combinations."""
+    number, record = item
+    anonymity = record.get("anonymity")
+    return (anonymity is None, anonymity or 0, -len(record.get("ngrams", [])), -_combination_counts(record)[0], number)
+
+
+def _ranked_rows(path: Path, report: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    rows = []
+    for number, record in sorted(enumerate(record for _, record in report), key=_risk_order)[:RANKED_ROWS]:
+        worst, support = _worst(record)
+        count, groups, capped = _combination_counts(record)
+        rows.append({
+            "number": number,
+            "id": record["id"],
+            "href": f"{page_name(path, number // DOCS_PER_PAGE + 1)}#doc-{number}",
+            "anonymity": record.get("anonymity"),
+            "anonymity_text": _anonymity_text(record.get("anonymity")),
+            "worst": worst,
+            "worst_support": support,
+            "phrases": f"{len(record.get('ngrams', [])):,}",
+            "combinations": f"{count:,}{'+' if capped else ''} ({groups:,})" if count else "0",
+        })
+    return rows
+
+
+def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path, settings: ReportSettings) -> list[Path]:
+    """The ``assess`` report: ranked overview, distribution plot, then every document with its linkable spans.
+
+    ``report`` pairs each text with its ``delink assess`` record (grouped, or every
+    combination: either is shown by group); returns the pages written.
     """
-    documents = []
-    anonymity: Counter[str] = Counter()
-    for text, record in report:
-        value = record.get("anonymity")
-        anonymity["not linkable" if value is None else str(value)] += 1
-        documents.append(
-            ReportDocument(
-                id=record["id"],
-                before_text=text,
-                before=record,
-                facts=[
-                    ("anonymity", "not linkable" if value is None else str(value)),
-                    ("linkable phrases", str(len(record.get("ngrams", [])))),
-                    ("combinations", str(len(record.get("combinations", [])))),
-                ],
-            )
+    anonymities = [record.get("anonymity") for _, record in report]
+    distribution = Counter(_anonymity_text(value) for value in anonymities)
+    missing = plots_unavailable()
+    png = None
+    if missing is None:
+        png = assessment_plot(anonymities, [len(record.get("ngrams", [])) for _, record in report], settings.k, settings.arity)
+    summary = {
+        "summary": {"documents": len(report), "linkable": sum(value is not None for value in anonymities)},
+        "ranked": _ranked_rows(path, report),
+        "plot_png": _png(png),
+        "plot_missing": missing or "",
+        "distribution": sorted(distribution.items(), key=lambda item: (item[0] == "not linkable", item[0].zfill(9))),
+    }
+    documents = [
+        ReportDocument(
+            id=record["id"],
+            before_text=text,
+            before=record,
+            facts=[
+                ("anonymity", _anonymity_text(record.get("anonymity"))),
+                ("linkable phrases", str(len(record.get("ngrams", [])))),
+                ("combinations", str(_combination_counts(record)[0])),
+            ],
         )
-    k = report[0][1].get("k") if report else None
-    arity = report[0][1].get("arity") if report else None
-    linkable = sum(record.get("anonymity") is not None for _, record in report)
-    head = (
-        f'<section id="summary"><p>{len(report):,} documents assessed at k={_e(k)}, arity {_e(arity)}: '
-        f"<b>{linkable:,}</b> linkable (a phrase or combination that {('singles out' if k == 2 else 'narrows a search to fewer than k')} "
-        "documents of the original collection).</p>"
-        + _table(["anonymity (smallest candidate set)", "documents"], sorted(anonymity.items(), key=lambda i: (i[0] == "not linkable", i[0].zfill(9))))
-        + "</section>"
-    )
-    return write_pages(path, "spacy-delink assessment report", head, documents, k)
+        for text, record in report
+    ]
+    return write_pages(path, "assess.html", "spacy-delink assessment report", settings, summary, documents)
 
 
 # -- delink evaluate ------------------------------------------------------------------------
+
+#: The evaluate report's plots: file name → caption.
+PLOT_CAPTIONS = {
+    "linkage.png": "Documents linkable vs k, per arity (solid: our index; dashed: tantivy)",
+    "anonymity.png": "Anonymity (smallest candidate set) at the report's setting",
+    "similarity.png": "Similarity of protected to de-identified text",
+    "semantic_topk.png": "Semantic linkage: true source ranked first / in the first ten",
+}
 
 
 def _percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
-def _summary_html(metrics: dict[str, Any], plots: dict[str, bytes]) -> str:
-    settings = metrics["settings"]
-    counts = metrics["documents"]
+def _linkage_table(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The (k, arity) grid: linkable before/after (ours, tantivy), averted; and what "the attack succeeds" adds.
+
+    The ``successful`` counts of metrics.json (a smallest candidate set holds the true
+    source) equal ``linkable`` whenever every source is in the collection, so the table
+    does not repeat them: one sentence under it says where they agree and lists any cell
+    where they do not.
+    """
     has_after = any("after" in cell for cell in metrics["linkage"])
     engine = metrics["engine"]["available"]
-    header = ["k", "arity", "linkable before"]
-    if engine:
-        header.append("tantivy before")
-    header.append("attack succeeds before")
+    header = ["k", "arity", "linkable before"] + (["tantivy before"] if engine else [])
     if has_after:
-        header += ["linkable after"] + (["tantivy after"] if engine else []) + ["attack succeeds after", "averted"]
-    rows, classes = [], []
+        header += ["linkable after"] + (["tantivy after"] if engine else []) + ["averted"]
+    rows: list[list[Any]] = []
+    differ = []
     for cell in metrics["linkage"]:
         before = cell["before"]
         row: list[Any] = [cell["k"], cell["arity"], f"{before['linkable']} ({_percent(before['linkable_share'])})"]
-        cls = ["", "", ""]
         if engine:
             row.append(str(before["engine_linkable"]))
-            cls.append("")
-        row.append(str(before["successful"]))
-        cls.append("")
         if has_after:
             after = cell["after"]
             must_be_zero = cell.get("within_protection", False)
-            bad = "bad" if must_be_zero and after["linkable"] else "good" if must_be_zero else ""
-            row.append(f"{after['linkable']} ({_percent(after['linkable_share'])})")
-            cls.append(bad)
+
+            def verdict(count: int) -> str:
+                return ("bad" if count else "good") if must_be_zero else ""
+
+            row.append((f"{after['linkable']} ({_percent(after['linkable_share'])})", verdict(after["linkable"])))
             if engine:
-                row.append(str(after["engine_linkable"]))
-                cls.append("bad" if must_be_zero and after["engine_linkable"] else "good" if must_be_zero else "")
-            row += [str(after["successful"]), _percent(cell["averted"]["share"])]
-            cls += ["", ""]
+                row.append((str(after["engine_linkable"]), verdict(after["engine_linkable"])))
+            row.append(_percent(cell["averted"]["share"]))
         rows.append(row)
-        classes.append(cls)
-    protection = settings.get("protection")
-    parts = [
-        '<section id="summary"><h2>Summary</h2>',
-        f"<p>{counts['evaluated']:,} documents evaluated against index <code>{_e(settings['index'])}</code> "
-        f"({counts['collection']:,} original documents)"
-        + (
-            f"; protected at k={_e(protection['k'])}, arity {_e(protection['arity'])}"
-            + (" (green/red cells must be 0)" if protection.get("same_index") else " against another index")
-            if protection
-            else ""
+        for version in ("before", "after"):
+            if version in cell and cell[version]["successful"] != cell[version]["linkable"]:
+                differ.append(
+                    f"k={cell['k']}, arity {cell['arity']} {version}: {cell[version]['successful']} of "
+                    f"{cell[version]['linkable']} linkable"
+                )
+    if differ:
+        success = (
+            "The attack succeeds (a smallest candidate set holds the true source) for fewer documents than are "
+            "linkable in: " + "; ".join(differ) + ". In every other cell it succeeds on every linkable document."
         )
-        + ".</p>",
-        _table(header, rows, classes),
-    ]
+    else:
+        success = (
+            "In every cell the attack succeeds on every linkable document: a smallest candidate set holds its "
+            "true source (metrics.json: successful)."
+        )
+    return {"header": header, "rows": rows, "success": success}
+
+
+def _notes(metrics: dict[str, Any]) -> list[str]:
+    counts = metrics["documents"]
     notes = []
-    for reason, item in counts["excluded"].items():
+    for item in counts["excluded"].values():
         shown = ", ".join(map(str, item["ids"][:5]))
         notes.append(f"{item['count']:,} left out: {item['why']} (e.g. {shown})")
     if counts["protected_without_edits"]["count"]:
         notes.append(f"{counts['protected_without_edits']['count']:,} protected records carry no edits: derivation not checked")
-    if not metrics["engine"]["available"]:
-        notes.append(f"independent engine not run: {metrics['engine'].get('reason')}")
-    else:
-        count = metrics["engine"]["decision_disagreements"]
-        if count:
-            notes.append(f"tantivy disagrees with our index on {count} decision(s); see the list below")
-    if notes:
-        parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+    return notes
+
+
+def _utility_rows(metrics: dict[str, Any]) -> list[list[str]]:
     utility = metrics.get("utility")
+    if not utility:
+        return []
+    edits = utility["edits_per_document"] or {}
+    rows = [
+        ["tokens changed", f"{utility['tokens_changed']:,} of {utility['tokens']:,} ({_percent(utility['tokens_changed_share'])})"],
+        ["masks added", f"{utility['masks_added']:,} ({utility['masks_added_per_document']:.1f} per document)"],
+        ["edits per document", ", ".join(f"{kind} {value:.1f}" for kind, value in sorted(edits.items())) or "–"],
+        ["documents unchanged", f"{utility['documents_unchanged']:,}"],
+    ]
     semantic = metrics["semantic"]
-    if utility:
-        edits = utility["edits_per_document"] or {}
-        rows_u = [
-            ["tokens changed", f"{utility['tokens_changed']:,} of {utility['tokens']:,} ({_percent(utility['tokens_changed_share'])})"],
-            ["masks added", f"{utility['masks_added']:,} ({utility['masks_added_per_document']:.1f} per document)"],
-            ["edits per document", ", ".join(f"{kind} {value:.1f}" for kind, value in sorted(edits.items())) or "–"],
-            ["documents unchanged", f"{utility['documents_unchanged']:,}"],
-        ]
-        if semantic.get("available") and "similarity" in semantic:
-            sim = semantic["similarity"]
-            rows_u.append(["similarity de-identified vs protected", f"mean {sim['mean']:.3f}, median {sim['median']:.3f}, min {sim['min']:.3f}"])
-        parts.append("<h3>Utility</h3>" + _table(["measure", "value"], rows_u))
-    if semantic.get("available"):
-        rows_s = [
-            [version, _percent(semantic[version]["top1"]), _percent(semantic[version]["top10"]), f"{semantic[version]['mean_rank']:.1f}"]
-            for version in ("before", "after")
-            if version in semantic
-        ]
-        parts.append(
-            f"<h3>Semantic linkage</h3><p>Original collection ranked by cosine similarity ({_e(semantic['model']['name'])}; "
-            f"{_e(semantic['collection_vectors'])}).</p>"
-            + _table(["version", "top-1", "top-10", "mean rank of the source"], rows_s)
-        )
-    else:
-        parts.append(f'<p class="notes">Semantic linkage and similarity not measured: {_e(semantic.get("reason"))}</p>')
-    parts.append('<h3>Plots</h3><div class="plots" id="plots">')
-    captions = {
-        "linkage.png": "Documents linkable vs k, per arity (solid: our index; dashed: tantivy)",
-        "anonymity.png": "Anonymity (smallest candidate set) at the report's setting",
-        "similarity.png": "Similarity of protected to de-identified text",
-        "semantic_topk.png": "Semantic linkage: true source ranked first / in the first ten",
-    }
-    for name, png in plots.items():
-        data = base64.b64encode(png).decode("ascii")
-        parts.append(
-            f'<figure><img src="data:image/png;base64,{data}" alt="{_e(captions.get(name, name))}" data-plot="{_e(name)}">'
-            f"<figcaption>{_e(captions.get(name, name))}</figcaption></figure>"
-        )
-    parts.append("</div>")
-    disagreements = metrics["engine"]["disagreements"]
-    if disagreements:
-        rows_d = [
-            [d["id"], d["version"], d["k"], d["arity"], d["kind"], _verdict(d["ours"]), _verdict(d["engine"]),
-             " + ".join(d["engine"]["witness"]["phrases"]) if d["engine"].get("witness") else ""]
-            for d in disagreements[:200]
-        ]
-        parts.append(
-            f"<details><summary>{len(disagreements)} disagreement(s) between our index and tantivy</summary>"
-            + _table(["id", "version", "k", "arity", "kind", "ours", "tantivy", "tantivy's search"], rows_d)
-            + "</details>"
-        )
-    parts.append("</section>")
-    return "".join(parts)
+    if semantic.get("available") and "similarity" in semantic:
+        sim = semantic["similarity"]
+        rows.append(["similarity de-identified vs protected", f"mean {sim['mean']:.3f}, median {sim['median']:.3f}, min {sim['min']:.3f}"])
+    return rows
+
+
+def _semantic(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    semantic = metrics["semantic"]
+    if not semantic.get("available"):
+        return None
+    rows = [
+        [version, _percent(semantic[version]["top1"]), _percent(semantic[version]["top10"]), f"{semantic[version]['mean_rank']:.1f}"]
+        for version in ("before", "after")
+        if version in semantic
+    ]
+    return {"model": semantic["model"]["name"], "vectors": semantic["collection_vectors"], "rows": rows}
 
 
 def _verdict(verdict: dict[str, Any]) -> str:
     return f"anonymity {verdict['anonymity']}" if verdict["linkable"] else "not linkable"
 
 
-def write_evaluation_report(evaluation: Any, plots: dict[str, bytes], path: Path) -> list[Path]:
-    """The ``evaluate`` report: summary and plots, then every document before/after at the report's (k, arity)."""
+def _disagreements(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    disagreements = metrics["engine"]["disagreements"]
+    if not disagreements:
+        return None
+    rows = [
+        [d["id"], d["version"], d["k"], d["arity"], d["kind"], _verdict(d["ours"]), _verdict(d["engine"]),
+         " + ".join(d["engine"]["witness"]["phrases"]) if d["engine"].get("witness") else ""]
+        for d in disagreements[:200]
+    ]
+    return {"total": len(disagreements), "rows": rows}
+
+
+def _evaluation_summary(metrics: dict[str, Any], plots: dict[str, bytes], plots_missing: str | None) -> dict[str, Any]:
+    """What ``templates/evaluate.html`` draws on page 1."""
+    settings = metrics["settings"]
+    warnings = list(metrics.get("warnings", []))
+    if plots_missing:
+        warnings.append(f"The plots were not drawn: {plots_missing}.")
+    names = list(plots) if plots else [name for name in PLOT_CAPTIONS if name in ("linkage.png", "anonymity.png")]
+    return {
+        "warnings": warnings,
+        "counts": metrics["documents"],
+        "index": settings["index"],
+        "protection": settings.get("protection"),
+        "linkage": _linkage_table(metrics),
+        "notes": _notes(metrics),
+        "utility": _utility_rows(metrics),
+        "semantic": _semantic(metrics),
+        "semantic_missing": metrics["semantic"].get("reason", ""),
+        "plots": [(name, PLOT_CAPTIONS.get(name, name), _png(plots.get(name))) for name in names],
+        "plots_missing": plots_missing or "",
+        "disagreements": _disagreements(metrics),
+    }
+
+
+def write_evaluation_report(
+    evaluation: Any, plots: dict[str, bytes], path: Path, plots_missing: str | None = None
+) -> list[Path]:
+    """The ``evaluate`` report: warnings, summary and plots, then every document before/after at the report's (k, arity).
+
+    ``plots_missing`` says why ``plots`` is empty (matplotlib missing); the page says so in words.
+    """
     metrics = evaluation.metrics
     report = metrics["settings"]["report"]
     documents = []
@@ -552,9 +564,9 @@ def write_evaluation_report(evaluation: Any, plots: dict[str, bytes], path: Path
         document = entry["document"]
         before = entry["assess"]["before"]
         after = entry["assess"].get("after")
-        facts = [("anonymity before", "not linkable" if before["anonymity"] is None else str(before["anonymity"]))]
+        facts = [("anonymity before", _anonymity_text(before["anonymity"]))]
         if after is not None:
-            facts.append(("after", "not linkable" if after["anonymity"] is None else str(after["anonymity"])))
+            facts.append(("after", _anonymity_text(after["anonymity"])))
         if "utility" in entry:
             utility = entry["utility"]
             facts.append(("tokens changed", f"{utility['tokens_changed']} of {utility['tokens']}"))
@@ -575,5 +587,6 @@ def write_evaluation_report(evaluation: Any, plots: dict[str, bytes], path: Path
                 facts=facts,
             )
         )
+    settings = ReportSettings(report["k"], report["arity"], metrics["settings"]["index"])
     title = f"spacy-delink evaluation (report at k={report['k']}, arity {report['arity']})"
-    return write_pages(path, title, _summary_html(metrics, plots), documents, report["k"])
+    return write_pages(path, "evaluate.html", title, settings, _evaluation_summary(metrics, plots, plots_missing), documents)

@@ -263,7 +263,7 @@ def assess_text(
     At arity 1 the record holds only linkable phrases (df < k), so df is asked for only up
     to k; combinations report their members' exact df. A phrase or combination linkable
     under several readings is one entry naming them (its support the smallest), and
-    ``max_combinations`` caps each reading's list of combinations.
+    ``max_combinations`` caps the list of all readings' combinations.
     """
     detection = detect(index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings)
     return {
@@ -280,8 +280,10 @@ def assess_text(
 
 
 def _merged_combination_records(detection: Detection, max_combinations: int) -> list[dict[str, Any]]:
-    """Each reading's head of combinations (``max_combinations`` each); one that several readings
-    find with the same members is one record naming them, with its smallest support."""
+    """The head of every reading's combinations together, in SPEC §5's order (size, support,
+    start offsets), capped at ``max_combinations``; one that several readings find with the same
+    members is one record naming them, with its smallest support. Each reading's own head holds
+    its first ``max_combinations``, so the head of their union is among them."""
     merged: dict[tuple[tuple[int, int], ...], dict[str, Any]] = {}
     for part in detection.parts:
         if part.combinations is None:
@@ -294,4 +296,5 @@ def _merged_combination_records(detection: Detection, max_combinations: int) -> 
             else:
                 known["support"] = min(known["support"], record["support"])
                 known["readings"].append(part.reading)
-    return list(merged.values())
+    ordered = sorted(merged.values(), key=lambda r: (len(r["members"]), r["support"], [m["start"] for m in r["members"]]))
+    return ordered[:max_combinations]
