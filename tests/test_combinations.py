@@ -131,8 +131,9 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
 
     build(tmp_path, CORPUS)
     nlp = spacy.blank("en")
-    nlp.add_pipe("delink_risk", config={"index": str(tmp_path / "index"), "k": 2})
-    nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "k": 2, "arity": 3})
+    exact = {"index": str(tmp_path / "index"), "k": 2, "readings": ["exact"]}
+    nlp.add_pipe("delink_risk", config=exact)
+    nlp.add_pipe("delink_combinations", config={**exact, "arity": 3})
     assert nlp.get_pipe("delink_risk").index is nlp.get_pipe("delink_combinations").index  # opened once
     doc = nlp("Slovenian. Farm. 1994.")
     members = doc.spans["linkable_combinations"]
@@ -141,7 +142,7 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
         ("Farm", "COMBO", [0]),
         ("1994", "COMBO", [0]),
     ]
-    assert doc._.delink_combinations == [{"members": [0, 1, 2], "support": 1}]
+    assert doc._.delink_combinations == [{"members": [0, 1, 2], "support": 1, "readings": ["exact"]}]
     assert doc._.delink_combination_linkable is True
     assert doc._.delink_anonymity == 1 and doc._.delink_risk == 1.0
     # All three members have one token; the earliest is flagged for rephrasing.
@@ -153,6 +154,14 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
     again = loaded("Slovenian. Farm. 1994.")
     assert again._.delink_combinations == doc._.delink_combinations
     assert loaded.get_pipe("delink_combinations").arity == 3
+
+    # Both readings (the default): a search engine reads "Slovenian Farm 1994" as one phrase, in one document.
+    both = spacy.blank("en")
+    both.add_pipe("delink_risk", config={"index": str(tmp_path / "index"), "k": 2})
+    doc = both("Slovenian. Farm. 1994.")
+    assert [(s.text, s._.delink_support, s._.delink_readings) for s in doc.spans["linkable"]] == [
+        ("Slovenian. Farm. 1994", 1, ["search"])
+    ]
 
 
 def test_component_bad_config(tmp_path: Path) -> None:
@@ -232,13 +241,15 @@ def test_every_cap_k_and_arity_matches_the_oracle(
                 flagged = {(result.candidates[i].start, result.candidates[i].end) for i in result.flagged()}
                 assert flagged == expected["flagged"], where
             # What the command and the rewriter run: assess_text (capped report) and detect (flags).
-            record = assess_text(index, "q", text, k, arity)
+            record = assess_text(index, "q", text, k, arity, readings=("exact",))
             assert record["anonymity"] == expected["anonymity"]
             assert record["combination_linkable"] == expected["combination_linkable"]
             reported = [([(m["start"], m["end"]) for m in c["members"]], c["support"]) for c in record["combinations"]]
             assert reported == expected["report"][:DEFAULT_MAX_COMBINATIONS]
             linkable_ngrams = spec_oracle.assess(corpus, text, k, max_n)["ngrams"]
-            assert detect(index, text, k, arity).protected == (not expected["combination_linkable"] and not linkable_ngrams)
+            exact_only = detect(index, text, k, arity, readings=("exact",))
+            assert exact_only.protected == (not expected["combination_linkable"] and not linkable_ngrams)
+            assert detect(index, text, k, arity).protected == spec_oracle.protected(corpus, text, k, max_n, arity)  # both readings
 
 
 def test_two_candidates_at_arity_3_do_not_crash(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def assess_file(
                     report.append((text, record))
                 bar.update()
         if html_path is not None:
-            write_html_report(report, html_path, ReportSettings(k, arity, str(index.path)))
+            write_html_report(report, html_path, ReportSettings(k, arity, str(index.path), tuple(readings)))
     summary.skipped_lines = stats.skipped_lines
     summary.seconds = time.perf_counter() - started
     return summary

@@ -435,6 +435,7 @@ def _summarize(
     metrics: dict[str, Any] = {
         "settings": {
             "index": str(index.path),
+            "readings": list(settings.readings),
             "k": settings.ks,
             "arity": settings.arities,
             "report": {"k": settings.report_k, "arity": settings.report_arity},

@@ -39,6 +39,7 @@ from typing import Any, Sequence
 import jinja2
 
 from ..io import atomic_write
+from ..linkage.readings import DEFAULT_READINGS, describe
 from .grouping import grouped_combinations
 from .plots import assessment_plot, plots_unavailable
 
@@ -66,17 +67,24 @@ class ReportSettings:
     k: int
     arity: int
     index: str
+    readings: tuple[str, ...] = DEFAULT_READINGS
 
     def facts(self) -> list[tuple[str, str]]:
-        return [("k", str(self.k)), ("arity", str(self.arity)), ("index", self.index)]
+        return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", describe(self.readings)), ("index", self.index)]
 
     def caveat(self) -> str | None:
-        """What these settings leave unchecked, in words (arity below the threat model's 3)."""
+        """What these settings leave unchecked, in words (arity below the threat model's 3, a reading left out)."""
+        notes = []
         if self.arity == 1:
-            return "Arity 1: combinations of phrases were not checked, only single phrases."
+            notes.append("Arity 1: combinations of phrases were not checked, only single phrases.")
         if self.arity == 2:
-            return "Arity 2: combinations of three phrases were not checked."
-        return None
+            notes.append("Arity 2: combinations of three phrases were not checked.")
+        if "search" not in self.readings:
+            notes.append(
+                "The search reading was not checked: phrases across punctuation and with invisible or look-alike "
+                "characters, which a search engine finds, were not searched for."
+            )
+        return " ".join(notes) or None
 
 
 def _json_for_script(data: Any) -> str:
@@ -587,6 +595,6 @@ def write_evaluation_report(
                 facts=facts,
             )
         )
-    settings = ReportSettings(report["k"], report["arity"], metrics["settings"]["index"])
+    settings = ReportSettings(report["k"], report["arity"], metrics["settings"]["index"], tuple(metrics["settings"]["readings"]))
     title = f"spacy-delink evaluation (report at k={report['k']}, arity {report['arity']})"
     return write_pages(path, "evaluate.html", title, settings, _evaluation_summary(metrics, plots, plots_missing), documents)
