@@ -6,6 +6,7 @@ from typing import Optional
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from ..claims import THREAT_MODEL_ARITY
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
@@ -88,7 +89,7 @@ class CombinationDetector(IndexedComponent):
     default_config={
         "index": "",
         "k": 2,
-        "arity": 3,
+        "arity": THREAT_MODEL_ARITY,
         "max_combinations": 1000,
         "key_file": None,
         "verify": True,

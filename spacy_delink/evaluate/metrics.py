@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from tqdm import tqdm
 
 from ..errors import InputError
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, assess_text, detect
@@ -33,6 +32,7 @@ from ..linkage.combinations import check_arity
 from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
 from ..linkage.tokenize import Tokenizer
+from ..progress import track
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
 
 def parse_int_list(value: str, option: str, check: Callable[[int], Any]) -> list[int]:
@@ -272,8 +272,7 @@ def evaluate(
             engine = SearchEngineAdversary((text for _, text in collection), index.rules, index.max_n)
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
-    bar = tqdm(documents, desc="evaluate", unit="doc", disable=not progress)
-    for document in bar:
+    for document in track(documents, "evaluate", "docs", enabled=progress):
         entry: dict[str, Any] = {"id": document.id, "ours": {}, "engine": {}}
         for version, attribute in versions:
             text = getattr(document, attribute)
@@ -289,7 +288,6 @@ def evaluate(
             entry["utility"], entry["changes"] = utility_of(index.tokenizer, document)
         entry["document"] = document
         per_document.append(entry)
-    bar.close()
     if settings.semantic:
         from .semantic import semantic_linkage
 
