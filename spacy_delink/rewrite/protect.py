@@ -129,14 +129,14 @@ def load_rewriter(
         rewriter = nlp.add_pipe(FACTORY, config=settings)
     else:
         config = resolve_config(config)
-        loaded = spacy.util.load_config(config, interpolate=True)
-        names = [n for n, c in loaded.get("components", {}).items() if c.get("factory") == FACTORY]
-        if not names:
-            raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
-        overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
-        typed = {key: read_override(value, _configured(config, loaded, key, overrides)) for key, value in config_overrides.items()}
-        overrides = {**typed, **overrides}
         try:
+            loaded = spacy.util.load_config(config, interpolate=True)
+            names = [n for n, c in loaded.get("components", {}).items() if c.get("factory") == FACTORY]
+            if not names:
+                raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
+            overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
+            typed = {key: read_override(value, _configured(config, loaded, key, overrides)) for key, value in config_overrides.items()}
+            overrides = {**typed, **overrides}
             nlp = spacy.util.load_model_from_config(spacy.util.load_config(config, overrides=overrides), auto_fill=True)
         except ConfigValidationError as err:
             details = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors) or str(err)
