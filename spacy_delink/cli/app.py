@@ -13,10 +13,9 @@ the job, shows progress and reports errors in one convention (docs/cli.md):
 """
 from __future__ import annotations
 
-import os
 import sys
 import warnings
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 RUN_ERROR = 1
 INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped by Ctrl-C
-BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader left (`delink ... -o - | head`)
 DOCS = "https://github.com/spacy-delink/spacy-delink/blob/main/docs"
 
 
@@ -163,10 +161,6 @@ def main(argv: Optional[list[str]] = None) -> None:
             result = command.main(args=args, prog_name="delink", standalone_mode=False)
     except typer.Abort:  # Ctrl-C, as typer releases without their own click report it
         result = INTERRUPTED
-    except BrokenPipeError:  # the reader of stdout left; like any Unix tool, stop quietly
-        with suppress(OSError, ValueError):  # nothing more to flush into the closed pipe at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(BROKEN_PIPE)
     except UsageError as err:
         if type(err).__name__ == "NoArgsIsHelpError":  # `delink` alone: the help, as click shows it
             typer.echo(err.format_message(), err=True)  # type: ignore[attr-defined]
