@@ -10,10 +10,13 @@ import json
 import os
 import re
 import shutil
+import stat
+import sys
 import tempfile
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, cast
 
@@ -23,11 +26,13 @@ from isal import igzip, isal_zlib
 from .errors import InputError
 from .urls import display_name, is_url, local_path, open_url
 
+#: The path that names stdin as an input and stdout as an output, as Unix tools read it.
+STDIO = "-"
 #: A JSON ``\\uXXXX`` escape of a UTF-16 surrogate: the only way a JSON line can hold one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _BOM = "\ufeff"
 #: What damaged or truncated gzip data raises while it is read (ISA-L's and the standard module's decompressors).
-_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, cast("type[Exception]", isal_zlib.error))  # its stub calls it an instance
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, cast("type[Exception]", isal_zlib.error))  # its stub calls it an instance
 
 
 def _umask() -> int:
@@ -53,19 +58,67 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def is_stdio(path: str | Path) -> bool:
+    """Whether a path is ``-``: stdin as an input, stdout as an output (where a command says it reads or writes them)."""
+    return str(path) == STDIO
+
+
+def is_stream(path: str | Path) -> bool:
+    """Whether an existing output (symlinks followed) is a FIFO or a character device: written to, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _write_target(path: Path, option: str = "--output") -> Path:
+    """The file an atomic write of ``path`` replaces: ``path``, or the final target of a symlink.
+
+    Replacing the symlink itself would cut it from what it names (``/dev/stdout`` made a
+    regular file); a chain whose links loop is refused.
+    """
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:  # a dangling link: its target is created
+        return Path(os.path.realpath(path))
+    except OSError as err:
+        raise InputError(f"{option} {path}: a symlink that cannot be followed ({err.strerror}); give the path of a file") from None
+
+
 def check_output_path(path: str | Path, option: str = "--output", directory: bool = False) -> None:
     """Refuse, before any work, an output that cannot be written where it goes.
 
-    A file output must not be a directory; either kind needs a place where files can be
-    created. That is probed by creating (and removing) a file in the nearest existing
-    folder, so read-only mounts and permissions are caught whoever runs the command.
+    ``-`` (stdout) and streams (a FIFO, a character device) need nothing; a folder output
+    can be neither, nor a symlink (it would be replaced). A file output must not be a
+    directory, may be a symlink (written through to its target), and needs a place where
+    files can be created. That is probed by creating (and removing) an unnamed file in the
+    nearest existing folder, so read-only mounts and permissions are caught whoever runs
+    the command.
     """
     path = Path(path)
-    if not directory and path.is_dir():
+    if directory and (is_stdio(path) or is_stream(path)):
+        raise InputError(f"{option} {path}: this output is a folder, which a stream cannot be; give the path of a folder")
+    if is_stdio(path):
+        return
+    if is_stream(path):
+        if not os.access(path, os.W_OK):
+            raise InputError(f"{option} {path}: not writable by this user; choose another output")
+        return
+    if directory and path.is_symlink():
+        raise InputError(f"{option} {path} is a symlink, which a new folder would replace; give the folder's own path ({path.resolve()})")
+    target = _write_target(path, option)
+    if not directory and target.is_dir():
         raise InputError(f"{option} {path} is a directory; give the path of a file to write")
-    if directory and path.exists() and not path.is_dir():
+    if directory and target.exists() and not target.is_dir():
         raise InputError(f"{option} {path} is a file; give the path of a directory to create")
-    folder = _nearest_existing(path.parent)
+    if not directory and target.exists() and not target.is_file():
+        raise InputError(f"{option} {path} is neither a file, a FIFO nor a character device; choose another output")
+    if target is not path and not target.parent.is_dir():
+        raise InputError(f"{option} {path}: the folder of its symlink's target {target} does not exist; create it or give another path")
+    folder = _nearest_existing(target.parent)
     if not folder.is_dir():
         raise InputError(f"{option} {path}: {folder} is not a directory; choose another path")
     try:
@@ -85,13 +138,22 @@ def atomic_write(
     one. The temporary file is created by ``mkstemp`` (``O_CREAT | O_EXCL | O_NOFOLLOW``,
     mode 0600, a random name), so a planted file or symlink is never written through;
     ``private`` keeps the final file owner-only (secrets), else it gets the umask's mode.
+    As a Unix tool writes an output, a ``path`` that is a symlink is written through (the
+    temporary file goes beside its target and replaces the target; the link stays) and a
+    FIFO or character device is written to as it is (streamed, nothing renamed).
     """
     path = Path(path)
-    if path.is_dir():
+    if is_stream(path):
+        with open(path, mode, encoding=None if "b" in mode else encoding) as stream:
+            yield stream
+        return
+    target = _write_target(path)
+    if target.is_dir():
         raise InputError(f"cannot write {path}: it is a directory")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        if target is path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as err:
         raise InputError(f"cannot write {path}: {err.strerror} ({err.filename}); choose a writable location") from None
     if not private:
@@ -101,11 +163,42 @@ def atomic_write(
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-        fsync_dir(path.parent)
+        os.replace(tmp_name, target)
+        fsync_dir(target.parent)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def write_output(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """A command's output as Unix tools write one: ``-`` streams to stdout, anything else is ``atomic_write``'s."""
+    if is_stdio(path):
+        stream: IO[Any] = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    with atomic_write(path, mode, encoding) as handle:
+        yield handle
+
+
+@contextmanager
+def output_lock(path: str | Path, command: str) -> Iterator[None]:
+    """Keep a second run away from a file or folder output while this one writes it (one line, exit 1).
+
+    The lock is ``.<name>.lock`` beside the output (its symlink's target), there only while
+    the run holds it. Streams (``-``, a FIFO, a device) are not locked: nothing of them is
+    replaced, read back or resumed.
+    """
+    path = Path(path)
+    if is_stdio(path) or is_stream(path):
+        yield
+        return
+    target = _write_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    busy = f"another {command} is writing {path}; wait for it to finish, or write to another output"
+    with file_lock(target.with_name(f".{target.name}.lock"), wait=False, busy_message=busy):
+        yield
 
 
 def remove_stale_temporaries(path: str | Path) -> None:
@@ -186,14 +279,39 @@ def refuse_same_file(inputs: Iterable[str | Path], output: str | Path, option: s
 
     An input URL counts where it names a local file (``file://``); other URLs cannot be the output.
     """
+    if is_stdio(output):  # stdout is never an input file
+        return
     for source in inputs:
-        path = local_path(source)
+        path = None if is_stdio(source) else local_path(source)
         if path is not None and same_file(path, output):
             raise InputError(f"{option} {output} is the input {display_name(source)}; write the output to another path")
 
 
-def open_binary(path: str | Path) -> IO[bytes]:
-    """Open a plain or gzip-compressed file (by its name, ``.gz``), or URL, for reading bytes."""
+@dataclass(frozen=True)
+class StdinCopy:
+    """All of stdin, read once, for a command that reads its input twice (``delink protect`` checks
+    every line before it writes anything): it is held in memory, never spilled to a file."""
+
+    data: bytes
+
+    @classmethod
+    def read(cls) -> "StdinCopy":
+        return cls(sys.stdin.buffer.read())
+
+    def __str__(self) -> str:
+        return display_name(STDIO)
+
+
+#: An input the JSONL reader opens: a path, a URL, ``-`` (stdin, streamed) or stdin read into memory.
+JsonlSource = str | Path | StdinCopy
+
+
+def open_binary(path: JsonlSource) -> IO[bytes]:
+    """Open a plain or gzip-compressed file (by its name, ``.gz``), a URL or stdin (``-``) for reading bytes."""
+    if isinstance(path, StdinCopy):
+        return BytesIO(path.data)
+    if is_stdio(path):
+        return sys.stdin.buffer
     if is_url(path):
         return open_url(path)
     path = Path(path)
@@ -261,24 +379,24 @@ def _readable_gzip(where: str, stats: JsonlStats) -> Iterator[None]:
     """Damaged gzip data as one line naming the file (each decompressor raises its own exceptions)."""
     try:
         yield
-    except _GZIP_ERRORS as err:
+    except GZIP_ERRORS as err:
         raise InputError(
             f"{where}: damaged or truncated gzip data after line {stats.lines} ({err}); fetch or compress the file again"
         ) from None
 
 
 def read_jsonl(
-    path: str | Path, skip_invalid: bool = False, stats: JsonlStats | None = None
+    path: JsonlSource, skip_invalid: bool = False, stats: JsonlStats | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Stream JSON objects from a (gzipped) JSONL file or URL, naming file and line on any error.
+    """Stream JSON objects from a (gzipped) JSONL file, URL or stdin, naming file and line on any error.
 
     Blank lines are ignored and a UTF-8 byte-order mark at the start of the file is
     dropped. With ``skip_invalid`` a malformed line is counted in ``stats.skipped``
     instead of stopping the run.
     """
     stats = stats if stats is not None else JsonlStats()
-    where = display_name(path)
-    with open_binary(path if is_url(path) else Path(path)) as handle, _readable_gzip(where, stats):
+    where = display_name(str(path))
+    with open_binary(path) as handle, _readable_gzip(where, stats):
         for line_no, raw in enumerate(handle, start=1):
             stats.lines = line_no
             fast = _fast_record(raw)

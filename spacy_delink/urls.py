@@ -76,7 +76,9 @@ def _scrub(text: str, url: str) -> str:
 
 
 def display_name(source: str | Path) -> str:
-    """How messages name an input: its path, or its URL redacted."""
+    """How messages name an input: its path, its URL redacted, or ``<stdin>`` for ``-``."""
+    if str(source) == "-":
+        return "<stdin>"
     return redact_url(source) if is_url(source) else str(source)
 
 

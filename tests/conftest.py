@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+import srsly
 from hypothesis import settings
 
 from spacy_delink.cli import main
@@ -62,5 +63,41 @@ def delink(capsys: pytest.CaptureFixture[str]) -> Callable[..., Outcome]:
     return run
 
 
+#: A small collection for the command-line tests, and two documents to check against it.
+SAMPLE_CORPUS = [
+    {"id": "a", "text": "The applicant's farm near the river Mura was sold."},
+    {"id": "b", "text": "The applicant's farm was sold in 1994."},
+    {"id": "c", "text": "The farm near the river was sold."},
+]
+SAMPLE_INPUTS = [{"id": 1, "text": "Her farm near the river Mura."}, {"id": 2, "text": "The farm was sold."}]
+
+
+@pytest.fixture
+def index(tmp_path: Path, delink: Callable[..., Outcome]) -> Path:
+    """The index of ``SAMPLE_CORPUS`` (written to ``corpus.jsonl``), built by `delink index`."""
+    corpus = tmp_path / "corpus.jsonl"
+    srsly.write_jsonl(corpus, SAMPLE_CORPUS)
+    result = delink("index", corpus, "-o", tmp_path / "index")
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "index"
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    """``SAMPLE_INPUTS`` as ``in.jsonl``."""
+    path = tmp_path / "in.jsonl"
+    srsly.write_jsonl(path, SAMPLE_INPUTS)
+    return path
+
+
 # The TAB test-bed loader is shared with the benchmarks and lives beside them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+@pytest.fixture(autouse=True)
+def _no_progress_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off a terminal a long command writes a progress line every 10 s: no stderr check may depend on a command's speed.
+
+    A test of the progress lines sets ``DELINK_PROGRESS`` itself.
+    """
+    monkeypatch.setenv("DELINK_PROGRESS", "none")

@@ -445,7 +445,7 @@ def write_input(path: Path, count: int) -> list[dict[str, Any]]:
 def test_protect_command_resumes_and_repairs(index_path: Path, tmp_path: Path) -> None:
     records = write_input(tmp_path / "in.jsonl", 5)
     out = tmp_path / "out.jsonl"
-    args = ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(out), "--k", str(K)]
+    args = ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(out), "--k", str(K), "--arity", "1"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "5 documents" in result.output and "5 with mask fallback" in result.output

@@ -7,19 +7,26 @@ the job, shows progress and reports errors in one convention (docs/cli.md):
 * exit status 2 for a command line that does not parse (unknown command or option,
   missing argument, a value of the wrong type), 1 for everything found while running;
 * summaries, notes and warnings go to stderr (a warning as one ``warning: ...`` line), data
-  (reports, tables) to stdout or files.
+  (reports, tables) to stdout or files;
+* the text commands come first in ``delink --help``, the companion methods in a panel of
+  their own (``COMPANIONS``).
 """
 from __future__ import annotations
 
 import sys
 import warnings
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from .. import __version__
 from ..errors import DelinkError
+
+if TYPE_CHECKING:
+    from ..claims import CheckedUnder
 
 USAGE_ERROR = 2
 RUN_ERROR = 1
@@ -38,11 +45,44 @@ def _click_exception(name: str) -> type[Exception]:
     return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == name)
 
 
-_UsageError = _click_exception("UsageError")
+UsageError = _click_exception("UsageError")
 _ClickException = _click_exception("ClickException")
+
+#: The help panel of the companion methods (docs/companions.md), after the text commands.
+COMPANIONS = "Companion methods (docs/companions.md)"
+#: The text commands, in the order of a first run.
+TEXT_COMMANDS = ("index", "assess", "protect", "evaluate", "compact")
+
+
+class _PanelGroup(TyperGroup):
+    """``delink --help`` as plain text (no markup) with the commands in panels: the text core first, then the companions."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+
+        def place(name: str) -> tuple[bool, int]:
+            companion = getattr(self.commands[name], "rich_help_panel", None) == COMPANIONS
+            return companion, TEXT_COMMANDS.index(name) if name in TEXT_COMMANDS else len(TEXT_COMMANDS)
+
+        return sorted(names, key=place)  # stable: others keep their order of registration
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        panels: dict[str, list[tuple[str, str]]] = {}
+        names = [name for name in self.list_commands(ctx) if not self.commands[name].hidden]
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        for name in names:
+            command = self.commands[name]
+            panels.setdefault(getattr(command, "rich_help_panel", None) or "Commands", []).append(
+                (name, command.get_short_help_str(limit))
+            )
+        for panel, rows in panels.items():
+            with formatter.section(panel):
+                formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="delink",
+    cls=_PanelGroup,
     help=(
         "Protect de-identified documents against search-based linkage attacks.\n\n"
         "\b\n"  # click: keep the next lines as written (no wrapping inside the addresses)
@@ -69,6 +109,18 @@ def _root(
     ),
 ) -> None:
     """Protect de-identified documents against search-based linkage attacks (docs/linkage-rules.md)."""
+
+
+def output_name(path: str | Path) -> str:
+    """How a summary names where the results went (``-`` is stdout)."""
+    return "stdout" if str(path) == "-" else str(path)
+
+
+def echo_claims(summary: str, checked: "CheckedUnder") -> None:
+    """A summary that claims something of the documents, with what its settings left unchecked (``claims.py``)."""
+    typer.echo(summary, err=True)
+    if checked.unchecked:
+        typer.echo(checked.unchecked, err=True)
 
 
 def _one_line(message: str) -> str:
@@ -109,7 +161,7 @@ def main(argv: Optional[list[str]] = None) -> None:
             result = command.main(args=args, prog_name="delink", standalone_mode=False)
     except typer.Abort:  # Ctrl-C, as typer releases without their own click report it
         result = INTERRUPTED
-    except _UsageError as err:
+    except UsageError as err:
         if type(err).__name__ == "NoArgsIsHelpError":  # `delink` alone: the help, as click shows it
             typer.echo(err.format_message(), err=True)  # type: ignore[attr-defined]
         else:

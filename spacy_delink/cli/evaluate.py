@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import app, echo_claims
 from .linkage import READINGS_HELP
 
 
@@ -30,8 +30,11 @@ def evaluate_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation in --output."),
 ) -> None:
     """Measure linkage before/after protection (ours and tantivy), utility and semantic linkage; write a report."""
+    from ..claims import CheckedUnder
+    from ..errors import InputError
     from ..evaluate.job import evaluate_to_folder
     from ..evaluate.metrics import EvaluationSettings, parse_int_list
+    from ..io import is_stdio, output_lock
     from ..linkage.combinations import check_arity
     from ..linkage.index import CorpusIndex
     from ..linkage.ngrams import check_k
@@ -48,12 +51,16 @@ def evaluate_command(
         readings=check_readings(readings),
     )
     inputs = [index, original, deidentified] + ([protected] if protected else [])
-    evaluation = evaluate_to_folder(
-        lambda: CorpusIndex(index, key_file=key_file, verify=verify), inputs, output, settings, overwrite=overwrite
-    )
+    for name, path in (("--original", original), ("--deidentified", deidentified), ("--protected", protected), ("--output", output)):
+        if path is not None and is_stdio(path):
+            raise InputError(f"{name} -: evaluate reads its inputs more than once and writes a folder; give file and folder paths")
+    with output_lock(output, "delink evaluate"):
+        evaluation = evaluate_to_folder(
+            lambda: CorpusIndex(index, key_file=key_file, verify=verify), inputs, output, settings, overwrite=overwrite
+        )
     metrics = evaluation.metrics
     for cell in metrics["linkage"]:
-        line = f"k={cell['k']} arity {cell['arity']}: linkable {cell['before']['linkable']}/{cell['before']['documents']}"
+        line = f"{CheckedUnder(cell['k'], cell['arity'], index, settings.readings)}: linkable {cell['before']['linkable']}/{cell['before']['documents']}"
         if "after" in cell:
             line += f" → {cell['after']['linkable']}/{cell['after']['documents']} after protection"
             if "engine_linkable" in cell["after"]:
@@ -70,4 +77,7 @@ def evaluate_command(
     disagreements = metrics["engine"]["decision_disagreements"]
     if disagreements:
         typer.echo(f"note: tantivy and our index disagree on {disagreements} decision(s); listed in the report", err=True)
-    typer.echo(f"evaluated {counts['evaluated']:,} documents in {evaluation.seconds:.1f} s → {output}", err=True)
+    echo_claims(
+        f"evaluated {counts['evaluated']:,} documents against index {index} in {evaluation.seconds:.1f} s → {output}",
+        CheckedUnder(min(settings.ks), max(settings.arities), index, settings.readings),
+    )

@@ -6,8 +6,13 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from ..claims import THREAT_MODEL_ARITY
+from .app import app, echo_claims, output_name
 
+ARITY_HELP = (
+    f"Largest number of phrases searched together: 1 checks single phrases only; {THREAT_MODEL_ARITY} (the threat model, "
+    "docs/linkage-rules.md) also pairs and triples."
+)
 STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
@@ -190,16 +195,16 @@ def compact_command(
 @app.command("assess")
 def assess_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
-    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}.'),
-    output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document."),
+    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}; - reads stdin.'),
+    output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document; - writes stdout."),
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
-    arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
+    arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document, all readings together (scores stay exact)."),
     all_combinations: bool = typer.Option(
         False, "--all-combinations", help="List every combination (up to --max-combinations), not one per group of slides."
     ),
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted (a file)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
     verify: bool = typer.Option(
@@ -210,29 +215,36 @@ def assess_command(
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
+    from ..claims import CheckedUnder
+    from ..errors import InputError
     from ..evaluate.assess import assess_file, check_assess_outputs
+    from ..io import is_stdio, output_lock
     from ..linkage.index import CorpusIndex
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.ngrams import check_k
-    from ..linkage.readings import check_readings, describe
+    from ..linkage.readings import check_readings
 
     check_k(k)
-    checked = check_readings(readings)
+    checked_readings = check_readings(readings)
+    if html is not None and is_stdio(html):
+        raise InputError("--html -: the report is a page, not a stream; give a file such as report.html (-o - streams the JSONL)")
     check_assess_outputs(input_path, output, html)
     corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
-    corpus_index.require_readings(checked)
+    corpus_index.require_readings(checked_readings)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
-        summary = assess_file(
-            corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
-            readings=checked, all_combinations=all_combinations,
-        )
+        with output_lock(output, "delink assess"):
+            summary = assess_file(
+                corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
+                readings=checked_readings, all_combinations=all_combinations,
+            )
     finally:
         if runner is not None:
             runner.close()
-    typer.echo(
-        f"assessed {summary.documents:,} documents: {summary.linkable_documents:,} linkable at k={k}, arity {arity} "
-        f"under the {describe(checked)} of index {index} in {summary.seconds:.1f} s → {output}",
-        err=True,
+    checked = CheckedUnder(k, arity, index, checked_readings)
+    echo_claims(
+        f"assessed {summary.documents:,} documents under {checked}: {summary.linkable_documents:,} linkable "
+        f"in {summary.seconds:.1f} s → {output_name(output)}",
+        checked,
     )
     _report_skipped(summary.skipped_lines)

@@ -6,19 +6,62 @@ from typing import Optional
 
 import typer
 
-from .app import app
-from .linkage import READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP
+from ..claims import THREAT_MODEL_ARITY
+from .app import UsageError, app, echo_claims, output_name
+from .linkage import ARITY_HELP, READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP
+
+OVERRIDE_EXAMPLE = "--components.delink_rewriter.model.name gpt-4o"
 
 
-@app.command("protect")
+def config_overrides(ctx: typer.Context, settings: list[str]) -> dict[str, str]:
+    """The config overrides of the command line, as text: spaCy's syntax and the older ``--set``.
+
+    ``--section.key value`` or ``--section.key=value`` (alone: ``true``) as ``spacy train``
+    reads them; ``--set section.key=value`` is the same override. The text is read against
+    the config later (``rewrite.protect.read_override``).
+    """
+    given = [f"--{setting}" for setting in settings]
+    for setting in settings:
+        key, equals, _ = setting.partition("=")
+        if not equals or "." not in key or not all(key.split(".")):
+            raise UsageError(f"--set {setting!r}: expected SECTION.KEY=VALUE, or spaCy's {OVERRIDE_EXAMPLE}", ctx)
+    args = given + list(ctx.args)
+    overrides: dict[str, str] = {}
+    while args:
+        option = args.pop(0)
+        if not option.startswith("--"):
+            raise UsageError(
+                f"unexpected argument {option!r}; config overrides are --section.key value (e.g. {OVERRIDE_EXAMPLE}), "
+                "given after INDEX and INPUT", ctx,
+            )
+        key, equals, value = option[2:].partition("=")
+        if "." not in key or not all(key.split(".")):
+            raise UsageError(f"no such option: {option}", ctx)
+        if not equals:
+            value = args.pop(0) if args and not args[0].startswith("--") else "true"
+        if key in overrides:
+            raise UsageError(f"config override {key} is given twice; keep one", ctx)
+        overrides[key] = value
+    return overrides
+
+
+@app.command("protect", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def protect_command(
+    ctx: typer.Context,
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
-    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}.'),
-    output: Path = typer.Option(..., "--output", "-o", help="Output JSONL; appended to, so an interrupted run resumes."),
+    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}; - reads stdin.'),
+    output: Path = typer.Option(
+        ..., "--output", "-o",
+        help="Output JSONL; a file is appended to, so an interrupted run resumes; - writes stdout (no resume).",
+    ),
     k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
-    arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
+    arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", help="spaCy config with a delink_rewriter component [default: the offline Mask model]."),
+    config: Optional[Path] = typer.Option(
+        None, "--config",
+        help="spaCy config with a delink_rewriter component [default: the offline Mask model]; "
+        f"its values can be overridden after INDEX and INPUT as spaCy does, e.g. {OVERRIDE_EXAMPLE}.",
+    ),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     batch_size: int = typer.Option(16, "--batch-size", help="Documents whose LLM requests are sent together."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines instead of stopping."),
@@ -31,7 +74,7 @@ def protect_command(
     ),
     settings: Optional[list[str]] = typer.Option(
         None, "--set", metavar="SECTION.KEY=VALUE",
-        help="Set a value of the --config, e.g. --set llm.model=llama3.1:8b (repeatable; a JSON value, else text).",
+        help="The same as --SECTION.KEY=VALUE (repeatable): a value of the --config, read as spaCy reads overrides.",
     ),
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Documents masked at once, same output for any number [default: one per CPU, or the config's; 1 on each Dask worker]."
@@ -40,18 +83,21 @@ def protect_command(
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
+    from ..claims import CheckedUnder
     from ..linkage.index.distributed import DaskRunner
-    from ..linkage.readings import check_readings, describe
-    from ..rewrite.protect import RewriterSpec, load_rewriter, parse_settings, protect_file
+    from ..linkage.readings import check_readings
+    from ..rewrite.protect import RewriterSpec, load_rewriter, protect_file
 
-    overrides = parse_settings(settings or [])
-    checked = check_readings(readings)
+    overrides = config_overrides(ctx, settings or [])
+    checked_readings = check_readings(readings)
     rewriter = load_rewriter(
         index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads,
-        readings=checked,
+        readings=checked_readings,
     )
     # The workers share the machine's CPUs already: one document at a time on each, unless asked.
-    spec = RewriterSpec.of(index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads, checked)
+    spec = RewriterSpec.of(
+        index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads, checked_readings
+    )
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = protect_file(
@@ -65,14 +111,15 @@ def protect_command(
     def counts(counter: dict[str, int], prefix: str) -> str:
         return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"
 
-    typer.echo(
-        f"{summary.documents:,} documents protected at k={k}, arity {arity} under the {describe(checked)} of index {index} "
+    checked = CheckedUnder(k, arity, index, checked_readings)
+    echo_claims(
+        f"{summary.documents:,} documents protected under {checked} "
         f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone): "
         f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
         f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "
         f"failed calls: {counts(summary.failures, 'failed_')}; rejected rewrites: {counts(summary.rejected, 'rejected_')}; "
-        f"{summary.seconds:.1f} s -> {output}",
-        err=True,
+        f"{summary.seconds:.1f} s -> {output_name(output)}",
+        checked,
     )
     notes = [
         (

@@ -6,10 +6,10 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import COMPANIONS, app
 
 
-@app.command("train-redactor")
+@app.command("train-redactor", rich_help_panel=COMPANIONS)
 def train_redactor_command(
     sensitive: Path = typer.Option(..., "--sensitive", help="JSONL of the sensitive collection D0 (one text per line)."),
     safe: Path = typer.Option(..., "--safe", help="JSONL of the safe collection D1."),
@@ -57,7 +57,7 @@ def train_redactor_command(
     typer.echo(f"trained {method} on {len(sensitive_texts):,} + {len(safe_texts):,} texts ({detail}) -> {output}", err=True)
 
 
-@app.command("redaction-privacy")
+@app.command("redaction-privacy", rich_help_panel=COMPANIONS)
 def redaction_privacy_command(
     sensitive: Path = typer.Option(..., "--sensitive", help="JSONL of the sensitive collection D0."),
     safe: Path = typer.Option(..., "--safe", help="JSONL of the safe collection D1."),

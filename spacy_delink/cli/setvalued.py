@@ -6,10 +6,10 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import COMPANIONS, app
 
 
-@app.command("setanon")
+@app.command("setanon", rich_help_panel=COMPANIONS)
 def setanon_command(
     input_path: Path = typer.Argument(..., metavar="INPUT", help='JSONL lines {"id", "items"|"queries"|"text"}, or a .dat transaction file.'),
     output: Path = typer.Option(..., "--output", "-o", help="Release to write: JSONL {id, items} ({items} with --threads), or .dat lines."),

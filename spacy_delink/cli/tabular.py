@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from .app import app
+from .app import COMPANIONS, app
 
 
 def parse_hierarchies(specs: list[str], option: str = "--hierarchy") -> dict[str, Path]:
@@ -24,7 +24,7 @@ def parse_hierarchies(specs: list[str], option: str = "--hierarchy") -> dict[str
     return hierarchies
 
 
-@app.command("privacy-level")
+@app.command("privacy-level", rich_help_panel=COMPANIONS)
 def privacy_level_command(
     original: Path = typer.Argument(..., metavar="ORIGINAL.csv", help="The table before anonymization."),
     anonymized: Path = typer.Argument(..., metavar="ANONYMIZED.csv", help="The released table, same rows."),
@@ -93,7 +93,7 @@ def privacy_level_command(
         )
 
 
-@app.command("anonymize-table")
+@app.command("anonymize-table", rich_help_panel=COMPANIONS)
 def anonymize_table_command(
     data: Path = typer.Argument(..., metavar="DATA.csv", help="The table to anonymize (delimiter auto-detected)."),
     hierarchy: list[str] = typer.Option(..., "--hierarchy", "-H", help="COLUMN=PATH of an ARX hierarchy CSV; repeat for each QI."),

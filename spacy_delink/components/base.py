@@ -9,6 +9,9 @@ Settings live in the config only (``index``, ``k``, ``key_file``, ``copy_index``
 ``nlp.to_disk`` writes ``config.cfg`` and each component writes *data* only, which is
 nothing unless ``copy_index = true``: then the index directory is copied into the
 component's folder and ``from_disk`` reads that copy, so the pipeline travels with it.
+A relative ``index`` or ``key_file`` in a saved pipeline's config is read from the
+pipeline's folder (wherever it was loaded from), so ``spacy.load`` works from any working
+directory; in a pipeline built from a config in code, from the working directory.
 ``to_bytes`` carries no data; a component with ``copy_index = true`` refuses it, because
 an index is a directory of memory-mapped arrays that bytes cannot stand in for. The
 secret key is never serialized: ``key_file`` (a setting) names it, else ``$DELINK_KEY_FILE``,
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
@@ -65,6 +69,8 @@ class IndexedComponent(ABC):
         register_extensions()
         self.name = name
         self.configured_index = index
+        #: The configured index as a path: relative ones read from a loaded pipeline's folder (``_from_pipeline``).
+        self.index_location = index
         self.index_path = index  # what is opened: the configured index, or the pipeline's copy
         self.k = check_k(k)
         #: The readings of the rules checked (SPEC §8); the index must hold each of them.
@@ -73,13 +79,15 @@ class IndexedComponent(ABC):
         self.verify = verify
         self.copy_index = copy_index
         self.scorer = scorer
+        #: The folder a saved pipeline was loaded from (``from_disk``), which relative paths are read from.
+        self._pipeline: Path | None = None
         self._index: CorpusIndex | None = None
         self.doc_text = DocText()
 
     @property
     def key_path(self) -> Path:
         """``key_file``, else ``$DELINK_KEY_FILE``, else beside the configured index (a copy has no key)."""
-        return resolve_key_path(self.configured_index or self.index_path, self.key_file)
+        return resolve_key_path(self.index_location or self.index_path, self.key_file)
 
     @property
     def index(self) -> CorpusIndex:
@@ -93,9 +101,13 @@ class IndexedComponent(ABC):
                     "(build one with `delink index`)"
                 )
             if not Path(self.index_path).is_dir():
+                where = (
+                    f"the folder of the loaded pipeline, {self._pipeline}" if self._pipeline is not None
+                    else f"the working directory, {Path.cwd()}"
+                )
                 raise InputError(
                     f"component {self.name!r}: index {self.index_path} not found (a relative path is read from "
-                    f"the working directory, {Path.cwd()}); set components.{self.name}.index in the config "
+                    f"{where}); set components.{self.name}.index in the config "
                     "or save the pipeline with copy_index = true"
                 )
         index = open_index(self.index_path, self.key_path, self.verify)
@@ -147,10 +159,32 @@ class IndexedComponent(ABC):
             )
         self.index_path = str(copied)
 
+    def _from_pipeline(self, value: str | None) -> str | None:
+        """A configured path as a loaded pipeline reads it: a relative one from the pipeline's folder."""
+        if not value or self._pipeline is None or Path(value).is_absolute():
+            return value
+        return str(self._pipeline / value)
+
     def _loaded(self) -> None:
         """After loading: reopen lazily; ``$DELINK_KEY_FILE`` wins over the configured key path."""
         self._index = None
-        self.key_file = os.environ.get(KEY_ENV) or self.key_file
+        self.key_file = os.environ.get(KEY_ENV) or self._from_pipeline(self.key_file)
+
+    def _warn_if_lost(self, pipeline: Path) -> None:
+        """Warn when the saved pipeline, reading its relative ``index`` from its own folder, would not find this index."""
+        from ..io import same_file
+
+        configured = self.configured_index
+        if self.copy_index or not configured or Path(configured).is_absolute() or not Path(self.index_path).is_dir():
+            return
+        if not same_file(pipeline / configured, self.index_path):
+            relative = os.path.relpath(Path(self.index_path).absolute(), pipeline.absolute())
+            warnings.warn(
+                f"component {self.name!r}: the saved pipeline {pipeline} will read its relative index {configured!r} "
+                f"from its own folder, where there is none; set components.{self.name}.index to {relative!r} "
+                "(relative to the pipeline) or an absolute path, or save with copy_index = true",
+                stacklevel=3,
+            )
 
     def to_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> None:
         """Write data only (settings are in ``config.cfg``): the index copy with ``copy_index``."""
@@ -162,11 +196,14 @@ class IndexedComponent(ABC):
                     f"components.{self.name}.index or copy_index = false"
                 )
             serializers[COPIED_INDEX_DIR] = self._copy_index
+        self._warn_if_lost(Path(path).parent)
         write_parts(path, serializers, exclude)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> "IndexedComponent":
-        """Read the index copy when the config says ``copy_index``; everything else comes from the config."""
-        self.index_path = self.configured_index
+        """Read the index copy when the config says ``copy_index``; everything else comes from the config,
+        relative paths from the pipeline's folder (the parent of this component's)."""
+        self._pipeline = Path(path).absolute().parent
+        self.index_location = self.index_path = self._from_pipeline(self.configured_index) or ""
         readers: dict[str, Callable[[Path], None]] = {COPIED_INDEX_DIR: self._use_copy} if self.copy_index else {}
         read_parts(path, readers, exclude)
         self._loaded()
@@ -184,6 +221,7 @@ class IndexedComponent(ABC):
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = ()) -> "IndexedComponent":
         read_bytes(bytes_data, {}, exclude)
-        self.index_path = self.configured_index
+        self._pipeline = None
+        self.index_location = self.index_path = self.configured_index
         self._loaded()
         return self

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
+from ..claims import THREAT_MODEL_ARITY
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
@@ -114,7 +115,7 @@ class CombinationDetector(IndexedComponent):
     default_config={
         "index": "",
         "k": 2,
-        "arity": 3,
+        "arity": THREAT_MODEL_ARITY,
         "max_combinations": 1000,
         "key_file": None,
         "verify": True,

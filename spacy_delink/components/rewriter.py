@@ -14,6 +14,7 @@ from spacy.tokens import Doc
 from spacy_llm.pipeline.llm import LLMWrapper
 from spacy_llm.ty import validate_type_consistency
 
+from ..claims import THREAT_MODEL_ARITY
 from ..errors import InputError
 from ..linkage.attack import Detection, detect
 from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
@@ -253,7 +254,7 @@ class DelinkRewriter(IndexedComponent):
     default_config={
         "index": "",
         "k": 2,
-        "arity": 1,
+        "arity": THREAT_MODEL_ARITY,
         "key_file": None,
         "verify": True,
         "copy_index": False,

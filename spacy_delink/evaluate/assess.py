@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from tqdm import tqdm
-
+from ..claims import THREAT_MODEL_ARITY
 from ..corpus import CorpusStats, DocId, read_jsonl_documents, unique_ids
-from ..io import atomic_write, check_output_path, dumps_jsonl_line, refuse_same_file
+from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
+from ..progress import Progress, count_lines
 from .grouping import group_numbers, grouped_combinations
 from .report import ReportSettings, write_html_report
 
@@ -123,7 +123,7 @@ def assess_file(
     input_path: Path,
     output_path: Path,
     k: int,
-    arity: int = 1,
+    arity: int = THREAT_MODEL_ARITY,
     html_path: Path | None = None,
     skip_invalid: bool = False,
     progress: bool = True,
@@ -158,8 +158,8 @@ def assess_file(
         )
     else:
         records = _assess_on(runner, index, documents, k, arity, max_combinations, all_combinations, readings)
-    with atomic_write(output_path) as out:
-        with tqdm(desc="assessing", unit="doc", disable=None if progress else True) as bar:  # None: on a terminal only
+    with write_output(output_path) as out:  # atomically, or streamed to stdout (-)
+        with Progress("assess", "docs", count_lines([input_path]), enabled=progress) as bar:
             for doc_id, text, record in records:
                 out.write(dumps_jsonl_line(record))
                 summary.documents += 1

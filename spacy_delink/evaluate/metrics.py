@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from ..errors import InputError
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, ReadingDetection, detect
@@ -38,6 +37,7 @@ from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..linkage.tokenize import Tokenizer
 from .adversary import DEFAULT_PROXIMITY_SLOP, PROXIMITY_WORDS, EngineFindings, check_proximity_slop
 from .assess import assess_document
+from ..progress import track
 from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
 
 
@@ -309,8 +309,7 @@ def evaluate(
             )
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
-    bar = tqdm(documents, desc="evaluate", unit="doc", disable=not progress)
-    for document in bar:
+    for document in track(documents, "evaluate", "docs", enabled=progress):
         entry: dict[str, Any] = {"id": document.id, "ours": {}, "engine": {}}
         for version, attribute in versions:
             text = getattr(document, attribute)
@@ -329,7 +328,6 @@ def evaluate(
             entry["utility"], entry["changes"] = utility_of(index.tokenizer, document)
         entry["document"] = document
         per_document.append(entry)
-    bar.close()
     if settings.semantic:
         from .semantic import semantic_linkage
 

@@ -5,35 +5,54 @@ Everything that can be checked is checked before the output is touched: the outp
 Unicode; ids unique) and an existing output, which must hold only records of this input
 protected under exactly the current settings (``protected_under``: the index's key id,
 size and rules, k, arity, readings). Only then is the output opened, and each batch is
-appended and fsynced before the next starts.
+appended and fsynced before the next starts. One run at a time writes a file output (a
+lock beside it); a second gets one line and exit status 1.
 
 A resumed run trusts nothing it finds: every record it keeps is detected again under the
 settings it claims, and its ``input_digest`` (a keyed digest of the id and the input
 text, ``hashing.input_digest``) must match the input's; a record that fails either —
 edited back towards the input, or made from a text that has since changed — is dropped
 from the output and its document protected again.
+
+The output may also be a stream, as for any Unix tool: ``-`` (stdout), a FIFO or a
+character device is written to batch by batch and never replaced, read back or resumed.
+The input may be ``-`` (stdin), which is read into memory once, since every line is
+checked before anything is written.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import tempfile
+import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional, Sequence
 
 import spacy
 from thinc.api import ConfigValidationError
-from tqdm import tqdm
 
 from ..components.rewriter import FACTORY, DelinkRewriter
 from ..corpus import DocId, check_doc_id, unicode_problem
 from ..errors import InputError
-from ..io import JsonlStats, atomic_write, dumps_jsonl_line, read_jsonl, refuse_same_file
+from ..io import (
+    JsonlSource,
+    JsonlStats,
+    StdinCopy,
+    atomic_write,
+    check_output_path,
+    dumps_jsonl_line,
+    is_stdio,
+    is_stream,
+    output_lock,
+    read_jsonl,
+    refuse_same_file,
+)
 from ..linkage.index.shards import Runner
+from ..progress import Progress
 
 #: The record field that says under what a text was protected.
 PROTECTED_UNDER = "protected_under"
@@ -100,7 +119,8 @@ def load_rewriter(
     ``flagging`` overrides the component's flagging strategy (docs/flagging.md) when given,
     ``threads`` the documents it masks at once;
     ``config_overrides`` sets other values of the config (``section.key``), never the ones
-    the command sets itself, so what a record says it was protected under stays true.
+    the command sets itself, so what a record says it was protected under stays true. A
+    value given as text (the command line's) is read as ``read_override`` says.
     """
     settings: dict[str, Any] = {
         "index": str(index), "k": k, "arity": arity, "key_file": str(key_file) if key_file else None,
@@ -115,21 +135,21 @@ def load_rewriter(
     config_overrides = config_overrides or {}
     if config is None:
         if config_overrides:
-            raise InputError("--set changes a config's values and needs --config (e.g. --config openai; docs/llm.md)")
+            raise InputError("config overrides (--section.key value) change a config's values and need --config (e.g. --config openai; docs/llm.md)")
         if require_llm:
             raise InputError("--require-llm needs a config with an LLM model, e.g. --config openai (docs/llm.md)")
         nlp = spacy.blank("en")
         rewriter = nlp.add_pipe(FACTORY, config=settings)
     else:
         config = resolve_config(config)
-        loaded = spacy.util.load_config(config)
-        names = [n for n, c in loaded.get("components", {}).items() if c.get("factory") == FACTORY]
-        if not names:
-            raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
-        overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
-        _check_overrides(config, loaded, config_overrides, set_by_command=overrides)
-        overrides = {**config_overrides, **overrides}
         try:
+            loaded = spacy.util.load_config(config, interpolate=True)
+            names = [n for n, c in loaded.get("components", {}).items() if c.get("factory") == FACTORY]
+            if not names:
+                raise InputError(f"{config}: no component with factory = \"{FACTORY}\"; see spacy_delink/configs/rewriter_openai.cfg")
+            overrides = {f"components.{names[0]}.{key}": value for key, value in settings.items()}
+            typed = {key: read_override(value, _configured(config, loaded, key, overrides)) for key, value in config_overrides.items()}
+            overrides = {**typed, **overrides}
             nlp = spacy.util.load_model_from_config(spacy.util.load_config(config, overrides=overrides), auto_fill=True)
         except ConfigValidationError as err:
             details = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors) or str(err)
@@ -140,38 +160,35 @@ def load_rewriter(
     return rewriter
 
 
-def _check_overrides(config: Path, loaded: dict[str, Any], overrides: dict[str, Any], set_by_command: dict[str, Any]) -> None:
-    """Refuse a ``--set`` key the config lacks (a typo would be added silently) or one the command sets itself."""
-    for key in overrides:
-        if key in set_by_command:
-            name = key.rsplit(".", 1)[1]
-            option = "the INDEX argument" if name == "index" else "--" + name.replace("_", "-")
-            raise InputError(f"--set {key}: this command sets it; use {option} instead")
-        *sections, name = key.split(".")
-        node: Any = loaded
-        for depth, section in enumerate(sections):
-            node = node.get(section) if isinstance(node, dict) else None
-            if not isinstance(node, dict):
-                raise InputError(f"--set {key}: {config} has no [{'.'.join(sections[: depth + 1])}] section")
-        if name not in node:
-            raise InputError(f"--set {key}: [{'.'.join(sections)}] of {config} has no {name!r}; check the spelling")
+def _configured(config: Path, loaded: dict[str, Any], key: str, set_by_command: dict[str, Any]) -> Any:
+    """The config's value at ``key``; a key the config lacks (a typo would be added silently) or one the command sets itself is refused."""
+    if key in set_by_command:
+        name = key.rsplit(".", 1)[1]
+        option = "the INDEX argument" if name == "index" else "--" + name.replace("_", "-")
+        raise InputError(f"config override {key}: this command sets it; use {option} instead")
+    *sections, name = key.split(".")
+    node: Any = loaded
+    for depth, section in enumerate(sections):
+        node = node.get(section) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            raise InputError(f"config override {key}: {config} has no [{'.'.join(sections[: depth + 1])}] section")
+    if name not in node:
+        raise InputError(f"config override {key}: [{'.'.join(sections)}] of {config} has no {name!r}; check the spelling")
+    return node[name]
 
 
-def parse_settings(settings: list[str]) -> dict[str, Any]:
-    """``SECTION.KEY=VALUE`` strings as config overrides; a value is JSON when it parses, else text."""
-    parsed: dict[str, Any] = {}
-    for setting in settings:
-        key, equals, value = setting.partition("=")
-        key = key.strip()
-        if not equals or "." not in key or not all(key.split(".")):
-            raise InputError(f"--set {setting!r}: expected SECTION.KEY=VALUE, e.g. --set llm.model=llama3.1:8b")
-        if key in parsed:
-            raise InputError(f"--set {key} is given twice; keep one")
-        try:
-            parsed[key] = json.loads(value)
-        except json.JSONDecodeError:
-            parsed[key] = value
-    return parsed
+def read_override(value: Any, configured: Any) -> Any:
+    """A config override given as text, read as spaCy's CLI reads one (JSON, else text), except that a
+    setting holding text keeps the text (a model named ``500`` stays ``"500"``; ``null`` still unsets it).
+
+    A value that is not text (from Python) is taken as it is.
+    """
+    if not isinstance(value, str) or (isinstance(configured, str) and value != "null"):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
@@ -193,7 +210,7 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
     }
 
 
-def _documents(input_path: Path, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[int, DocId, str]]:
+def _documents(input_path: JsonlSource, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[int, DocId, str]]:
     """``(line, id, text)`` of each valid line; an invalid one stops the run or, with ``skip_invalid``, is counted.
 
     Ids follow the rule every command shares (``corpus.check_doc_id``: given, never invented).
@@ -228,7 +245,7 @@ class InputScan:
     skipped: list[int]
 
 
-def scan_input(input_path: Path, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
+def scan_input(input_path: JsonlSource, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
     """Every valid id with its line and ``digest(id, text)``, and the skipped lines; duplicate ids are refused."""
     stats = JsonlStats()
     scan = InputScan({}, {}, stats.skipped)
@@ -243,19 +260,48 @@ def scan_input(input_path: Path, skip_invalid: bool, digest: Callable[[DocId, st
     return scan
 
 
-def check_output_path(output: Path, input_path: Path) -> None:
+def check_output(output: Path, input_path: Path) -> None:
     """Refuse an output that cannot be written, before anything is read or created."""
     refuse_same_file([input_path], output)
-    if output.is_dir():
+    file = resumable(output)  # not stdout, a FIFO or a device, which are written to as they are
+    if file and output.is_dir():
         raise InputError(f"--output {output} is a directory; give a file path such as {output / 'protected.jsonl'}")
+    check_output_path(output)
+    if file and output.is_file() and not os.access(output, os.R_OK | os.W_OK):
+        raise InputError(f"--output {output}: this user cannot read and append to it (a resumed run does both); choose another output")
+
+
+def resumable(output: Path) -> bool:
+    """Whether a run can resume ``output``: a file (or a symlink to one), not ``-``, a FIFO or a device."""
+    return not is_stdio(output) and not is_stream(output)
+
+
+@contextmanager
+def _appending(output: Path) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+    """A writer of batches to ``output``, opened at the first batch (an early error leaves no file).
+
+    A file is appended to (through its symlink: the link stays) and fsynced batch by batch;
+    a stream is written to and flushed.
+    """
+    handle: Optional[IO[str]] = None
+    to_stdout = is_stdio(output)
+    durable = resumable(output)
+
+    def write(records: list[dict[str, Any]]) -> None:
+        nonlocal handle
+        if handle is None:
+            handle = sys.stdout if to_stdout else open(output, "a" if durable else "w", encoding="utf-8")
+        for record in records:
+            handle.write(dumps_jsonl_line(record))
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
+
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=output.parent):
-            pass
-        if output.exists():
-            open(output, "ab").close()  # appending nothing changes nothing
-    except OSError as err:
-        raise InputError(f"--output {output}: cannot write there ({err.strerror or err}); choose a writable location") from None
+        yield write
+    finally:
+        if handle is not None and not to_stdout:
+            handle.close()
 
 
 def _settings_text(settings: Any) -> str:
@@ -437,12 +483,13 @@ def protect_file(
 ) -> ProtectSummary:
     """Stream ``input_path`` through the rewriter, appending one record per document to ``output``.
 
-    Resumable: documents already in ``output`` (protected under the same settings) are
-    skipped. Each batch is flushed and fsynced before the next starts, so a crash loses
-    at most the batches in flight. With a ``runner`` (Dask workers, ``--workers``/
-    ``--scheduler``), each batch is protected on a worker by a rewriter loaded from
-    ``spec``; batches are the same and written in input order, so the output is the
-    output of a run without one.
+    Resumable: documents already in a file ``output`` (protected under the same settings)
+    are skipped. Each batch is flushed and fsynced before the next starts, so a crash loses
+    at most the batches in flight; a second run into the same file is refused while this
+    one writes. ``-`` reads stdin or writes stdout; a stream output is written afresh. With a
+    ``runner`` (Dask workers, ``--workers``/``--scheduler``), each batch is protected on a
+    worker by a rewriter loaded from ``spec``; batches are the same and written in input
+    order, so the output is the output of a run without one.
     """
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
@@ -450,56 +497,46 @@ def protect_file(
         raise InputError("protecting on workers needs both a runner and the rewriter's spec")
     started = time.perf_counter()
     summary = ProtectSummary()
-    check_output_path(output, input_path)
-    scan = scan_input(input_path, skip_invalid, rewriter.index.input_digest)
-    summary.skipped_lines = scan.skipped
-    settings = protection_settings(rewriter)
-    resumed = read_done(output, settings, scan, rewriter.still_protected)
-    seen, summary.repaired_last_line = resumed.done, resumed.repaired_last_line
-    summary.redone.update(resumed.redo.values())
-    handle: Optional[IO[str]] = None
-    bar = tqdm(desc="protect", unit="doc", disable=not progress)
-    tally: Counter[str] = Counter()
+    check_output(output, input_path)
+    with output_lock(output, "delink protect"):
+        source: JsonlSource = StdinCopy.read() if is_stdio(input_path) else input_path
+        scan = scan_input(source, skip_invalid, rewriter.index.input_digest)
+        summary.skipped_lines = scan.skipped
+        settings = protection_settings(rewriter)
+        seen: set[Any] = set()
+        if resumable(output):
+            resumed = read_done(output, settings, scan, rewriter.still_protected)
+            seen, summary.repaired_last_line = resumed.done, resumed.repaired_last_line
+            summary.redone.update(resumed.redo.values())
 
-    def batches() -> Iterator[list[tuple[Any, str]]]:
-        batch: list[tuple[Any, str]] = []
-        for line, doc_id, text in _documents(input_path, skip_invalid, JsonlStats()):
-            if scan.lines.get(doc_id) != line:
-                raise InputError(f"{input_path}:{line}: the file changed while protect ran; rerun it (the run resumes)")
-            if doc_id in seen:
-                summary.already_done += 1
-                continue
-            batch.append((doc_id, text))
-            if len(batch) == batch_size:
+        def batches() -> Iterator[list[tuple[Any, str]]]:
+            batch: list[tuple[Any, str]] = []
+            for line, doc_id, text in _documents(source, skip_invalid, JsonlStats()):
+                if scan.lines.get(doc_id) != line:
+                    raise InputError(f"{source}:{line}: the file changed while protect ran; rerun it (the run resumes)")
+                if doc_id in seen:
+                    summary.already_done += 1
+                    continue
+                batch.append((doc_id, text))
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+            if batch:
                 yield batch
-                batch = []
-        if batch:
-            yield batch
 
-    def write(records: list[dict[str, Any]]) -> None:
-        nonlocal handle
-        if handle is None:
-            handle = open(output, "a", encoding="utf-8")  # only now: an early error leaves no file
-        for record in records:
-            handle.write(dumps_jsonl_line(record))
-        handle.flush()
-        os.fsync(handle.fileno())
-        bar.update(len(records))
-
-    try:
-        if runner is None:
-            for batch in batches():
-                write(_records(rewriter, batch, settings))
-            tally = _tally(rewriter)
-        else:
-            arguments = ((spec, settings, batch) for batch in batches())
-            for records, added in runner.ordered(protect_batch, arguments, IN_FLIGHT_BATCHES):
-                write(records)
-                tally += added
-    finally:
-        bar.close()
-        if handle is not None:
-            handle.close()
+        tally: Counter[str] = Counter()
+        with Progress("protect", "docs", len(scan.lines) - len(seen), enabled=progress) as bar, _appending(output) as write:
+            if runner is None:
+                for batch in batches():
+                    write(_records(rewriter, batch, settings))
+                    bar.update(len(batch))
+                tally = _tally(rewriter)
+            else:
+                arguments = ((spec, settings, batch) for batch in batches())
+                for records, added in runner.ordered(protect_batch, arguments, IN_FLIGHT_BATCHES):
+                    write(records)
+                    bar.update(len(records))
+                    tally += added
     summary.documents = tally["documents"]
     summary.rewritten = tally["rewritten"]
     summary.with_mask = tally["with_mask"]

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from ..errors import DelinkError, InputError
+from ..progress import track
 from ..redaction.embeddings import load_transformer, default_model_path
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -112,7 +112,7 @@ class DocumentEncoder:
         counts = np.zeros(len(texts), dtype=np.float64)
         order = np.argsort([len(text) for text in texts], kind="stable")
         step = max(1, self.batch_size // 4)  # a long text yields several windows per batch
-        for start in tqdm(range(0, len(order), step), desc=desc, unit="batch", disable=not progress):
+        for start in track(range(0, len(order), step), desc, "batches", enabled=progress):
             batch = [int(i) for i in order[start : start + step]]
             encoding = self.tokenizer(
                 [texts[i] for i in batch],

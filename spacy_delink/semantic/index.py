@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
-from tqdm import tqdm
 
 from ..errors import IndexFormatError, InputError
+from ..progress import Progress
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
 from ..linkage.index.format import canonical_bytes
@@ -127,17 +127,16 @@ def build_embedding_index(
                 handle.write(data)
                 hasher.update(data)
 
-            bar = tqdm(total=index.documents, desc="embeddings", unit="doc", disable=not progress)
-            for _number, text in _documents_in_index_order(index, documents):
-                chunk.append(text)
-                if len(chunk) == _ENCODE_CHUNK:
+            with Progress("embeddings", "docs", index.documents, enabled=progress) as bar:
+                for _number, text in _documents_in_index_order(index, documents):
+                    chunk.append(text)
+                    if len(chunk) == _ENCODE_CHUNK:
+                        flush()
+                        bar.update(len(chunk))
+                        chunk = []
+                if chunk:
                     flush()
                     bar.update(len(chunk))
-                    chunk = []
-            if chunk:
-                flush()
-                bar.update(len(chunk))
-            bar.close()
         documents_count = index.documents
         width = encoder.info.dimensions
         arrays: dict[str, Any] = {

@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
-from tqdm import tqdm
 
-from ...corpus import DocId, check_doc_id, unique_ids
+from ...corpus import JSONL_SUFFIXES, DocId, check_doc_id, unique_ids
 from ...errors import InputError
 from ...io import atomic_write, check_output_path
 from ..readings import DEFAULT_READINGS, check_readings
+from ...progress import Progress, count_lines
 from ..tokenize import LinkageRules, Tokenizer
 from . import forward
 from . import shards as shards_module
@@ -265,7 +265,7 @@ class IndexBuilder:
                 else shards_module.shard_bits_for(summary.tokens, self.memory_bytes)
             )
             summary.shards = 1 << shard_bits
-            with tqdm(total=self.rules.max_n, desc="counting n-grams", unit="level", disable=None if self.progress else True, leave=False) as bar:
+            with Progress("counting n-grams", "levels", self.rules.max_n, enabled=self.progress) as bar:
                 levels = shards_module.count_levels(
                     runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update,
                     keep_level1_keys=self.updatable, twins=self.twins,
@@ -385,7 +385,8 @@ class IndexBuilder:
         # A hasher cannot be sent to Dask workers: each task there makes its own.
         hashers = None if self._distributed else shards_module.reading_hashers(self.rules, secret, self.readings, VOCABULARY_LIMIT)
         warm = runner.submit(shards_module.warm_kernels, self.rules, self.readings)
-        with tqdm(desc="tokenizing", unit="doc", disable=None if self.progress else True, leave=False) as bar:
+        total = count_lines(documents.paths, JSONL_SUFFIXES) if isinstance(documents, CorpusFiles) else None
+        with Progress("tokenizing", "docs", total, enabled=self.progress) as bar:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
