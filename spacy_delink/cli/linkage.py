@@ -13,6 +13,30 @@ WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 
 
+def check_k_option(value: int | None) -> int | None:
+    """``--k`` checked as the command line is parsed: a k the kernels cannot hold is a bad argument (status 2)."""
+    from ..errors import InputError
+    from ..linkage.ngrams import check_k
+
+    try:
+        return None if value is None else check_k(value)
+    except InputError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def check_k_list_option(value: str) -> str:
+    """A comma-separated ``--k`` (``delink evaluate``), each value checked as ``check_k_option`` does."""
+    from ..errors import InputError
+    from ..evaluate.metrics import parse_int_list
+    from ..linkage.ngrams import check_k
+
+    try:
+        parse_int_list(value, "--k", check_k)
+    except InputError as err:
+        raise typer.BadParameter(str(err)) from None
+    return value
+
+
 def _report_skipped(lines: list[str]) -> None:
     if lines:
         typer.echo(f"skipped {len(lines)} invalid line(s): {', '.join(lines[:5])}", err=True)
@@ -180,7 +204,7 @@ def assess_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
     input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}.'),
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document."),
-    k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
+    k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document (scores stay exact)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted."),
@@ -197,9 +221,7 @@ def assess_command(
     from ..evaluate.assess import assess_file, check_assess_outputs
     from ..linkage.index import CorpusIndex
     from ..linkage.index.distributed import DaskRunner
-    from ..linkage.ngrams import check_k
 
-    check_k(k)
     check_assess_outputs(input_path, output, html)
     corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app
-from .linkage import SCHEDULER_HELP, WORKERS_HELP
+from .linkage import SCHEDULER_HELP, WORKERS_HELP, check_k_option
 
 
 @app.command("protect")
@@ -15,7 +15,7 @@ def protect_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
     input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}.'),
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL; appended to, so an interrupted run resumes."),
-    k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
+    k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(1, "--arity", help="1: single phrases; 2 or 3: also combinations."),
     config: Optional[Path] = typer.Option(None, "--config", help="spaCy config with a delink_rewriter component [default: the offline Mask model]."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),

@@ -124,6 +124,7 @@ class CorpusIndex:
         #: Each segment's forward store (base, then each delta), or None: not updatable.
         self.forward: list[Forward] | None = self._forward(arrays, secret) if manifest.get("forward") is not None else None
         self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
+        self._strict_key_permissions = strict_key_permissions  # the id mapping is checked as the key was
         self._id_hasher = IdHasher(secret)
         self._sidecar_key = sidecar_mac_key(secret)
         self._doc_ids: list[DocId] | None = None
@@ -194,7 +195,9 @@ class CorpusIndex:
                     f"index {self.path} was built with external ids (no id mapping): document n is the n-th "
                     "document of the corpus it was built from; document_number(id) finds an id's number"
                 )
-            self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected, self.documents)
+            self._doc_ids = IdMapping(self.ids_path).ids(
+                self.path, self.manifest["key_id"], expected, self.documents, self._strict_key_permissions
+            )
         return self._doc_ids
 
     def id_digest(self, doc_id: DocId) -> bytes:
