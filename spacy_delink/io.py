@@ -316,7 +316,7 @@ def gzip_members_end(raw: IO[bytes]) -> int | None:
             member = isal_zlib.decompressobj(wbits=31)  # one gzip member, header and trailer checked
         try:
             member.decompress(data)
-        except isal_zlib.error:
+        except _GZIP_ERRORS:  # damage inside the member
             return None
         if member.eof:
             offset += len(data) - len(member.unused_data)

@@ -180,7 +180,8 @@ class CorpusIndex:
         for prefix, bits, nonce in segments:
             try:
                 cipher = ForwardCipher(secret, bytes.fromhex(nonce))
-                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher))
+                where = f"index {self.path}: {prefix}{FORWARD_ROWS}"
+                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher, where))
             except ValueError as err:
                 raise IndexFormatError(f"index {self.path}: {prefix}{FORWARD_ROWS} does not match the manifest ({err}); rebuild it with `delink index`") from None
         return stores
