@@ -144,22 +144,24 @@ def read_text_folder(path: Path, skip_invalid: bool = False, stats: CorpusStats 
     before any document is read (with ``skip_invalid``, left out and listed in
     ``stats.skipped_lines`` with its reason). Links that stay inside are fine; folders are
     walked without following links (their targets are walked where they are, so a cycle
-    ends), and a file reached by several paths is one document, under its own path: the
-    same text twice would make its phrases look shared by two documents.
+    ends; a link that names no file, as one in a cycle of links, is no document), and a
+    file reached by several paths is one document, under its own path: the same text twice
+    would make its phrases look shared by two documents.
     """
     stats = stats if stats is not None else CorpusStats()
-    root = path.resolve()
+    root = Path(os.path.realpath(path))
     files, outside = [], []
     for folder, directories, names in os.walk(path):
         for entry in (Path(folder, name) for name in directories + names):
-            if entry.is_symlink() and not entry.resolve().is_relative_to(root):
+            # realpath, not Path.resolve: a cycle of links resolves to a path of its own instead of raising
+            if entry.is_symlink() and not Path(os.path.realpath(entry)).is_relative_to(root):
                 outside.append(entry)
             elif entry.name.endswith(".txt") and entry.is_file():
                 files.append(entry)
     for entry in sorted(outside):
         if not skip_invalid:
             raise InputError(
-                f"{entry}: a link that leads outside the folder {path} (to {entry.resolve()}); a corpus folder is read "
+                f"{entry}: a link that leads outside the folder {path} (to {os.path.realpath(entry)}); a corpus folder is read "
                 "alone: remove the link, copy what it names into the folder, or pass --skip-invalid to leave it out"
             )
         stats.skipped_lines.append(f"{entry} (leads outside the folder)")

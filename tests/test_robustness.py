@@ -187,6 +187,8 @@ def test_links_inside_the_folder_are_read_once_and_loops_end(folder: Path) -> No
     (folder / "again.txt").symlink_to(folder / "a.txt")  # the same file twice would count its phrases twice
     (folder / "sub" / "loop").symlink_to(folder)  # a cycle
     (folder / "sub" / "self").symlink_to(folder / "sub")
+    (folder / "x.txt").symlink_to(folder / "y.txt")  # a cycle of file links: no file at all
+    (folder / "y.txt").symlink_to(folder / "x.txt")
     (folder / "linked.txt").symlink_to(folder / "sub" / "notes.text")
     (folder / "sub" / "notes.text").write_text("read through its link")
     assert list(read_documents([folder])) == [

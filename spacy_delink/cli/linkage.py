@@ -8,7 +8,7 @@ import typer
 
 from .app import app
 
-STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
+STRICT_HELP = "Refuse a key file or id mapping that another user owns or group or others may access (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 

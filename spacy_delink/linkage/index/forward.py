@@ -91,9 +91,10 @@ class ForwardWriter:
     def finish(self, offsets: np.ndarray) -> tuple[str, dict[str, dict[str, Any]]]:
         """Seal, flush and rename both files into place: the nonce (hex) and their entries in the array table.
 
-        The plaintext fills the file's first ``words`` words; the chunks are sealed in place
-        from the last to the first, each to its slot (start ``chunk_start``), which begins at or
-        after its plaintext and ends before the plaintext of no chunk still to be sealed.
+        The plaintext fills the file's first ``words`` words and is sealed in place, from the
+        last chunk to the first: chunk i's slot (``chunk_start``) begins where the plaintext
+        of the chunks before it has ended or later, so a slot overwrites only plaintext
+        already sealed (its own included, read before the slot is written).
         """
         plain = self._map[: self.words]
         nonce = ForwardCipher.nonce_of(self._secret, plain.view(np.uint8).data)
