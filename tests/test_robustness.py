@@ -4,6 +4,7 @@ right message for a gzip file with trailing data."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import warnings
 from pathlib import Path
@@ -13,7 +14,10 @@ import fsspec
 import pytest
 import spacy
 import srsly
+from hypothesis import given
+from hypothesis import strategies as st
 
+from spacy_delink import io as delink_io
 from spacy_delink.corpus import CorpusStats, read_documents, read_jsonl_documents
 from spacy_delink.errors import InputError
 from spacy_delink.io import read_jsonl
@@ -132,8 +136,35 @@ def test_lines_without_repeated_keys_still_read_exactly(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     srsly.write_jsonl(path, lines)
     assert list(read_jsonl(path)) == lines
-    path.write_text("\n".join(__import__("json").dumps(line) for line in lines) + "\n")  # ASCII escapes
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")  # ASCII escapes
     assert list(read_jsonl(path)) == lines
+
+
+_VALUES = st.one_of(st.text(alphabet='ab"\\\u00e9 :,{}', max_size=6), st.integers(-(2**70), 2**70), st.booleans(), st.none())
+
+
+@given(
+    members=st.lists(st.tuples(st.text(alphabet='ab"\\\u00e9', max_size=3), _VALUES), max_size=5),
+    ascii_escapes=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_the_fast_path_reads_a_line_only_when_the_standard_parser_reads_it_alike(
+    members: list[tuple[str, Any]], ascii_escapes: list[bool]
+) -> None:
+    """orjson keeps a repeated key's last value: whatever the keys, quotes and escapes, a line
+    the fast path reads must be one the standard parser reads to the same dict."""
+    parts = [
+        json.dumps(key, ensure_ascii=ascii_escapes[i % 10]) + ":" + json.dumps(value, ensure_ascii=ascii_escapes[(i + 5) % 10])
+        for i, (key, value) in enumerate(members)
+    ]
+    raw = ("{" + ",".join(parts) + "}").encode()
+    fast = delink_io._fast_record(raw)
+    try:
+        exact: Any = delink_io._parse_json_line(raw, raw.decode())
+    except ValueError as err:
+        exact = err
+    repeated = len({key for key, _ in members}) < len(members)
+    assert isinstance(exact, ValueError) == repeated
+    assert fast is None or fast == exact
 
 
 def test_skip_invalid_skips_a_line_with_a_repeated_key(tmp_path: Path, delink: Callable[..., Outcome]) -> None:
@@ -259,9 +290,10 @@ LINES = b'{"id": 1, "text": "one"}\n{"id": 2, "text": "two"}\n'
         ),
         (gzip.compress(LINES) + gzip.compress(LINES)[:10] + b"\x00", "damaged or truncated gzip data"),
         (gzip.compress(LINES)[:-6], "damaged or truncated gzip data"),
-        (LINES, r"is not gzip data"),
+            (LINES, r"is not gzip data"),
+        (b"no", r"is not gzip data"),
     ],
-    ids=["trailing", "damaged second member", "truncated", "not gzip"],
+    ids=["trailing", "damaged second member", "truncated", "not gzip", "short"],
 )
 def test_gzip_problems_are_named_as_they_are(tmp_path: Path, data: bytes, message: str) -> None:
     path = tmp_path / "in.jsonl.gz"
