@@ -16,13 +16,14 @@ the file moves or lines are added, so outputs and resumed runs would no longer m
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 
 from .errors import InputError
 from .io import JsonlStats, read_jsonl
-from .urls import WEB_PROTOCOLS, display_name, innermost_filesystem, is_url, read_bytes, redact_url, url_errors, url_name, url_protocols
+from .urls import WEB_PROTOCOLS, display_name, innermost_filesystem, is_url, local_path, read_bytes, redact_url, url_errors, url_name, url_protocols
 
 #: Names read as JSONL (gzipped when they end in .gz).
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")
@@ -136,12 +137,44 @@ def _text_document(data: bytes, relative: str, where: str) -> tuple[DocId, str]:
     return check_doc_id(relative, where), _check_text(text, where, "text")
 
 
-def read_text_folder(path: Path) -> Iterator[tuple[DocId, str]]:
-    """One document per ``*.txt`` file (recursively, sorted), id = path relative to the folder."""
-    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
-    if not files:
+def read_text_folder(path: Path, skip_invalid: bool = False, stats: CorpusStats | None = None) -> Iterator[tuple[DocId, str]]:
+    """One document per ``*.txt`` file (recursively, sorted), id = path relative to the folder.
+
+    The corpus is what lies in the folder: a link to a file or folder outside it is refused
+    before any document is read (with ``skip_invalid``, left out and listed in
+    ``stats.skipped_lines`` with its reason). Links that stay inside are fine; folders are
+    walked without following links (their targets are walked where they are, so a cycle
+    ends; a link that names no file, as one in a cycle of links, is no document), and a
+    file reached by several paths is one document, under its own path: the same text twice
+    would make its phrases look shared by two documents.
+    """
+    stats = stats if stats is not None else CorpusStats()
+    root = Path(os.path.realpath(path))
+    files, outside = [], []
+    for folder, directories, names in os.walk(path):
+        for entry in (Path(folder, name) for name in directories + names):
+            # realpath, not Path.resolve: a cycle of links resolves to a path of its own instead of raising
+            if entry.is_symlink() and not Path(os.path.realpath(entry)).is_relative_to(root):
+                outside.append(entry)
+            elif entry.name.endswith(".txt") and entry.is_file():
+                files.append(entry)
+    for entry in sorted(outside):
+        if not skip_invalid:
+            raise InputError(
+                f"{entry}: a link that leads outside the folder {path} (to {os.path.realpath(entry)}); a corpus folder is read "
+                "alone: remove the link, copy what it names into the folder, or pass --skip-invalid to leave it out"
+            )
+        stats.skipped_lines.append(f"{entry} (leads outside the folder)")
+    by_identity: dict[tuple[int, int], Path] = {}
+    for file in sorted(files):
+        status = file.stat()
+        identity = (status.st_dev, status.st_ino)
+        first = by_identity.setdefault(identity, file)
+        if first.is_symlink() and not file.is_symlink():
+            by_identity[identity] = file
+    if not by_identity:
         raise InputError(f"{path}: folder has no .txt files")
-    for file in files:
+    for file in sorted(by_identity.values()):
         yield _text_document(file.read_bytes(), str(file.relative_to(path)), str(file))
 
 
@@ -217,7 +250,7 @@ def _path_documents(
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     if path.is_dir():
-        return read_text_folder(path)
+        return read_text_folder(path, skip_invalid, stats)
     if path.suffix == ".spacy":
         return read_docbin(path)
     if path.name.endswith(JSONL_SUFFIXES):
@@ -233,6 +266,9 @@ def _url_documents(
         return read_docbin(url)
     if name.endswith(JSONL_SUFFIXES):
         return read_jsonl_documents(url, text_field, id_field, skip_invalid, stats)
+    local = local_path(url)
+    if local is not None and local.is_dir():  # a file:// folder: the local reader keeps to it (fsspec reads links through)
+        return read_text_folder(local, skip_invalid, stats)
     return read_url_text_folder(url)
 
 

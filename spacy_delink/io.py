@@ -14,6 +14,7 @@ import stat
 import sys
 import tempfile
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -23,7 +24,7 @@ from typing import IO, Any, Iterable, Iterator, cast
 import orjson
 from isal import igzip, isal_zlib
 
-from .errors import InputError
+from .errors import DelinkError, InputError
 from .urls import display_name, is_url, local_path, open_url
 
 #: The path that names stdin as an input and stdout as an output, as Unix tools read it.
@@ -31,6 +32,8 @@ STDIO = "-"
 #: A JSON ``\\uXXXX`` escape of a UTF-16 surrogate: the only way a JSON line can hold one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _BOM = "\ufeff"
+#: The first bytes of every gzip member (RFC 1952).
+_GZIP_MAGIC = b"\x1f\x8b"
 #: What damaged or truncated gzip data raises while it is read (ISA-L's and the standard module's decompressors).
 GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, cast("type[Exception]", isal_zlib.error))  # its stub calls it an instance
 
@@ -306,18 +309,19 @@ class StdinCopy:
 JsonlSource = str | Path | StdinCopy
 
 
-def open_binary(path: JsonlSource) -> IO[bytes]:
-    """Open a plain or gzip-compressed file (by its name, ``.gz``), a URL or stdin (``-``) for reading bytes."""
+def open_binary(path: JsonlSource, decompress: bool = True) -> IO[bytes]:
+    """Open a plain or gzip-compressed file (by its name, ``.gz``; ``decompress=False``: its raw
+    bytes), a URL or stdin (``-``) for reading bytes."""
     if isinstance(path, StdinCopy):
         return BytesIO(path.data)
     if is_stdio(path):
         return sys.stdin.buffer
     if is_url(path):
-        return open_url(path)
+        return open_url(path, decompress)
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    if path.suffix == ".gz":
+    if path.suffix == ".gz" and decompress:
         # ISA-L's gzip: the same bytes as the standard module, ~3x faster (read_jsonl words its errors alike)
         return igzip.open(path, "rb")
     return open(path, "rb")
@@ -332,15 +336,26 @@ class JsonlStats:
     skipped: list[int] = field(default_factory=list)
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict, refusing a key given twice (JSON parsers keep the last
+    value and drop the others silently: two "text" fields would index a text nobody saw)."""
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        counts = Counter(key for key, _ in pairs)
+        repeated = next(key for key, _ in pairs if counts[key] > 1)
+        raise ValueError(f"key {repeated!r} appears twice")
+    return record
+
+
 def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
-    """One JSON object; integers of any size are kept exact and lone surrogates refused.
+    """One JSON object; integers of any size are kept exact, lone surrogates and repeated keys refused.
 
     The standard library parser, not srsly's ujson: ujson refuses integers beyond 64 bits
     and silently reads some (e.g. -2**64) as 0, and it is no faster on long text lines.
     A lone surrogate (``"\\ud800"``) parses but is not Unicode: no output could encode
-    it, so the line is invalid.
+    it, so the line is invalid. A repeated key, in the object or one nested in it, is refused.
     """
-    record = json.loads(line)
+    record = json.loads(line, object_pairs_hook=_unique_keys)
     if not isinstance(record, dict):
         raise ValueError("expected a JSON object")
     if _SURROGATE_ESCAPE.search(raw):
@@ -363,7 +378,8 @@ def _fast_record(raw: bytes) -> dict[str, Any] | None:
     orjson refuses what the exact path refuses or reports itself (invalid UTF-8, a lone
     surrogate, a byte-order mark, blank lines), and reads a JSON object with flat string,
     integer, boolean or null values to the same dict; it is ~2x faster than decoding the line
-    and ``json.loads``. Anything else (None) takes the exact path, errors and all.
+    and ``json.loads``. Anything else (None) takes the exact path, errors and all; so does
+    a line that may repeat a key, which orjson would read as its last value (``_no_repeated_key``).
     """
     try:
         record = orjson.loads(raw)
@@ -371,18 +387,89 @@ def _fast_record(raw: bytes) -> dict[str, Any] | None:
         return None
     if type(record) is not dict or not _EXACT_TYPES.issuperset(map(type, record.values())):
         return None
-    return record
+    return record if _no_repeated_key(raw, record) else None
+
+
+def _no_repeated_key(raw: bytes, record: dict[str, Any]) -> bool:
+    """Whether the flat JSON object on ``raw`` (read as ``record``) gives every key once; False when unsure.
+
+    Every string of a flat object is a key or a string value, so it gives each key once
+    exactly when its strings number ``len(record)`` plus the record's string values: a
+    repeated key adds strings the dict does not keep (the value kept for it is one of the
+    line's). Its strings are half its unescaped quotes: all its quotes less the escaped
+    ones (``\\"``), which counts exactly unless an escaped backslash may end a string
+    (``\\\\`` in the line: False, the exact parser decides). Byte counts run at memory speed.
+    """
+    if b"\\\\" in raw:
+        return False
+    strings = (raw.count(b'"') - raw.count(b'\\"')) // 2
+    return strings == len(record) + sum(type(value) is str for value in record.values())
+
+
+def gzip_members_end(raw: IO[bytes]) -> int | None:
+    """Where gzip data stops being gzip members, if it does: the offset of the first byte that
+    is neither a member nor zero padding after one (0: no gzip data at all); None when it is
+    cut or damaged inside a member instead.
+
+    ISA-L reports bytes after the last member as an early end of the stream, as it reports
+    truncation, so a failed read walks the data again to tell them apart. Each member is
+    decompressed and its output dropped, 64 KiB of input at a time.
+    """
+    offset, members, data = 0, 0, b""
+    member: Any = None
+    while True:
+        if not data:
+            data = raw.read(1 << 16)
+            if not data:
+                return None
+        if member is None:
+            if members:
+                padded, data = len(data), data.lstrip(b"\0")
+                offset += padded - len(data)
+                if not data:
+                    continue
+            if len(data) < len(_GZIP_MAGIC):
+                data += raw.read(len(_GZIP_MAGIC) - len(data))
+            if not data.startswith(_GZIP_MAGIC):
+                return offset
+            member = isal_zlib.decompressobj(wbits=31)  # one gzip member, header and trailer checked
+        try:
+            member.decompress(data)
+        except GZIP_ERRORS:  # damage inside the member
+            return None
+        if member.eof:
+            offset += len(data) - len(member.unused_data)
+            data, member, members = member.unused_data, None, members + 1
+        else:
+            offset, data = offset + len(data), b""
+
+
+def _gzip_message(source: JsonlSource, where: str, stats: JsonlStats, err: Exception) -> str:
+    """The one line for gzip data that failed to decompress: trailing data, no gzip at all, or damage."""
+    try:
+        if isinstance(source, StdinCopy) or is_stdio(source):
+            raise OSError("stdin cannot be read twice")
+        with open_binary(source, decompress=False) as raw:
+            end = gzip_members_end(raw)
+    except (OSError, DelinkError):  # the source is gone, unreachable or a stream now: say what the reader said
+        end = None
+    if end == 0:
+        return f"{where}: is not gzip data, though its name ends in .gz; compress it with gzip, or rename it without .gz"
+    if end is not None:
+        return (
+            f"{where}: has trailing data after the end of the gzip stream, from byte {end:,} of the file on; "
+            "cut the file there, or fetch or compress it again"
+        )
+    return f"{where}: damaged or truncated gzip data after line {stats.lines} ({err}); fetch or compress the file again"
 
 
 @contextmanager
-def _readable_gzip(where: str, stats: JsonlStats) -> Iterator[None]:
-    """Damaged gzip data as one line naming the file (each decompressor raises its own exceptions)."""
+def _readable_gzip(source: JsonlSource, where: str, stats: JsonlStats) -> Iterator[None]:
+    """Gzip data that fails to decompress as one line naming the file (each decompressor raises its own exceptions)."""
     try:
         yield
     except GZIP_ERRORS as err:
-        raise InputError(
-            f"{where}: damaged or truncated gzip data after line {stats.lines} ({err}); fetch or compress the file again"
-        ) from None
+        raise InputError(_gzip_message(source, where, stats, err)) from None
 
 
 def read_jsonl(
@@ -396,7 +483,8 @@ def read_jsonl(
     """
     stats = stats if stats is not None else JsonlStats()
     where = display_name(str(path))
-    with open_binary(path) as handle, _readable_gzip(where, stats):
+    source = path if isinstance(path, StdinCopy) or is_url(path) or is_stdio(path) else Path(path)
+    with open_binary(source) as handle, _readable_gzip(source, where, stats):
         for line_no, raw in enumerate(handle, start=1):
             stats.lines = line_no
             fast = _fast_record(raw)

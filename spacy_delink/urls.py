@@ -211,14 +211,14 @@ class _GzipStream(igzip.IGzipFile):
             self._raw.close()
 
 
-def open_url(url: str) -> IO[bytes]:
-    """A URL's bytes as a buffered stream, gunzipped when its name ends in .gz (as for a local file)."""
+def open_url(url: str, decompress: bool = True) -> IO[bytes]:
+    """A URL's bytes as a buffered stream, gunzipped when its name ends in .gz (as for a local file) unless not ``decompress``."""
     fs, path = _filesystem(url, url)
     with url_errors(url):
         # block_size=0: one streamed GET, so servers without range requests work too
         handle = fs.open(path, "rb", **({"block_size": 0} if _protocols(fs) & set(WEB_PROTOCOLS) else {}))
     stream: IO[bytes] = io.BufferedReader(_UrlStream(handle, url), _URL_BUFFER)
-    return _GzipStream(stream) if url_name(url).endswith(".gz") else stream  # type: ignore[return-value]  # GzipFile is a binary IO
+    return _GzipStream(stream) if decompress and url_name(url).endswith(".gz") else stream  # type: ignore[return-value]  # GzipFile is a binary IO
 
 
 def read_bytes(source: str | Path) -> bytes:

@@ -97,7 +97,7 @@ def test_fast_jsonl_reads_as_the_standard_parser(tmp_path: Path, monkeypatch: py
     if skip_invalid:
         assert fast[2] is None and fast[1]  # some lines were skipped, none stopped the run
     else:
-        assert fast[2] is not None and ":13: " in fast[2]  # the lone surrogate, named by line
+        assert fast[2] is not None and ":11: " in fast[2] and "key 'text' appears twice" in fast[2]  # the repeated key, named by line
 
 
 @pytest.mark.parametrize("skip_invalid", [False, True])
@@ -123,7 +123,7 @@ def test_gz_corpus_yields_the_plain_files_documents(tmp_path: Path, monkeypatch:
     _plain(monkeypatch)
     assert documents(packed) == fast
     if skip_invalid:
-        assert len(fast[0]) == 12 and fast[2] is None
+        assert len(fast[0]) == 11 and fast[2] is None  # the line with a repeated key is skipped, not read as its last value
 
 
 @pytest.mark.parametrize("line", [b'{"id": "bad-utf8", "text": "\xff\xfe"}', b'{"id": "utf8-surrogate", "text": "\xed\xa0\x80"}'])
@@ -146,14 +146,13 @@ def test_gz_corpus_reads_as_gzip(tmp_path: Path) -> None:
         assert fast.read() == plain.read()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not gzip", "short", "corrupt", "checksum"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "checksum"])
 def test_damaged_gz_corpus_is_one_line_naming_it(tmp_path: Path, damage: str) -> None:
-    """Each decompressor fails in its own way; the reader names the file and the fix."""
+    """Each decompressor fails in its own way; the reader names the file and the fix
+    (data that is no gzip at all, or trailing data: tests/test_robustness.py)."""
     data = bytearray(gzip.compress(b'{"id": 1, "text": "x"}\n' * 1000))
     damaged = {
         "truncated": data[: len(data) // 2],
-        "not gzip": b"not a gzip file at all\n",
-        "short": b"no",
         "corrupt": data[:30] + bytes(b ^ 0xFF for b in data[30:32]) + data[32:],
         "checksum": data[:-6] + bytes([data[-6] ^ 1]) + data[-5:],
     }[damage]

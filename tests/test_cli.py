@@ -151,7 +151,6 @@ def test_assess_bad_arguments_and_indexes(tmp_path: Path, index: Path, delink: C
     srsly.write_jsonl(inputs, [{"id": 1, "text": "farm"}])
     out = str(tmp_path / "out.jsonl")
     cases = [
-        (["assess", str(index), str(inputs), "--k", "1", "--output", out], "k must be an integer >= 2"),
         (["assess", str(index), str(inputs), "--arity", "4", "--output", out], "arity must be 1 (single phrases), 2 or 3"),
         (["assess", str(tmp_path / "nope"), str(inputs), "--output", out], "not an index directory"),
         (["assess", str(index), str(tmp_path / "missing.jsonl"), "--output", out], "no such file"),
@@ -161,6 +160,8 @@ def test_assess_bad_arguments_and_indexes(tmp_path: Path, index: Path, delink: C
         result = delink(*args)
         assert result.returncode == 1, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
+    result = delink("assess", str(index), str(inputs), "--k", "1", "--output", out)
+    assert result.returncode == 2 and "invalid value for '--k': k must be an integer between 2 and" in result.stderr
     assert not Path(out).exists(), "a failed assess must not leave an output"
     (index / "manifest.json").unlink()  # a half-written index
     result = delink("assess", str(index), str(inputs), "--output", out)

@@ -316,21 +316,83 @@ def test_delink_index_update_and_compact_on_the_command_line(tmp_path: Path, del
     assert arrays(out) == arrays(tmp_path / "fresh")
 
 
-def test_the_forward_store_is_encrypted_under_the_index_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In the clear, the rows would be the corpus under a word-substitution cipher."""
+def test_the_forward_store_is_sealed_in_chunks_under_the_index_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the clear, the rows would be the corpus under a word-substitution cipher; each read opens only its chunks."""
     from spacy_delink.linkage.index import codec, forward
+    from spacy_delink.linkage.index.hashing import ForwardCipher
 
-    corpus = _random_corpus(np.random.default_rng(2), 12)
+    rng = np.random.default_rng(2)
+    words = [f"w{i}" for i in range(5000)]  # a vocabulary of 13-bit rows: 5 documents per 8 KiB chunk
+    corpus = [(f"d{i}", " ".join(rng.choice(words, size=1000))) for i in range(40)]
     build(tmp_path / "index", corpus)
     index = CorpusIndex(tmp_path / "index")
-    assert index.forward is not None
-    rows, rem, _ = index.forward[0].tokens(0, index.documents)
+    assert index.forward is not None and index.manifest["forward"]["cipher"] == "aes-256-gcm-siv/8KiB-chunks"
+    segment = index.forward[0]
+    rows, rem, _ = segment.tokens(0, index.documents)
     expected = [key for _, text in corpus for reading in index.readings for key in index.tokenize(text, reading)[1].tolist()]
     assert index.levels[1].keys_by_row()[rows].tolist() == expected  # each document's tokens under each reading in turn
     bits = index.manifest["forward"]["bits"]
     raw = np.fromfile(tmp_path / "index" / "forward.rows", dtype="<u8")
+    plain_words = codec.packed_words(len(rows), bits)
+    chunks = -(-plain_words // ForwardCipher.CHUNK_WORDS)
+    assert chunks >= 4 and len(raw) == plain_words + 2 * chunks  # each chunk carries its 16-byte tag
     clear = forward.token_values(rows, rem)
     assert not np.array_equal(codec.unpack(raw, 0, len(clear), bits), clear)
+    opened: list[int] = []
+    unseal = ForwardCipher.unseal
+    monkeypatch.setattr(ForwardCipher, "unseal", lambda self, chunk, sealed: opened.append(chunk) or unseal(self, chunk, sealed))
+    for number in range(index.documents):
+        opened.clear()
+        one, _, _ = segment.tokens(number, number + 1)
+        start = int(segment.offsets[number])
+        assert np.array_equal(one, rows[start : start + len(one)])
+        first_word, stop_word = start * bits // 64, codec.packed_words(start + len(one), bits)
+        assert opened == list(range(first_word // ForwardCipher.CHUNK_WORDS, (stop_word - 1) // ForwardCipher.CHUNK_WORDS + 1))
     monkeypatch.setattr(builder, "new_secret", lambda: bytes(range(1, 33)))
     build(tmp_path / "other", corpus)
     assert (tmp_path / "other" / "forward.rows").read_bytes() != (tmp_path / "index" / "forward.rows").read_bytes()
+
+
+def test_an_altered_forward_store_fails_its_tag(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    words = [f"w{i}" for i in range(5000)]
+    build(tmp_path / "index", [(f"d{i}", " ".join(rng.choice(words, size=1000))) for i in range(20)])
+    rows_file = tmp_path / "index" / "forward.rows"
+    pristine = rows_file.read_bytes()
+    data = bytearray(pristine)
+    data[100] ^= 0x01
+    rows_file.write_bytes(bytes(data))
+    index = CorpusIndex(tmp_path / "index", verify=False)  # the checksums would catch it first
+    assert index.forward is not None
+    with pytest.raises(IndexFormatError, match=r"index .*index: forward\.rows: chunk 0 fails authentication: it was altered"):
+        index.forward[0].tokens(0, 1)
+    sealed = 8 * (1024 + 2)  # bytes of one sealed chunk: swapping two whole chunks fails too (each is bound to its place)
+    rows_file.write_bytes(pristine[sealed : 2 * sealed] + pristine[:sealed] + pristine[2 * sealed :])
+    with pytest.raises(IndexFormatError, match="chunk 0 fails authentication"):
+        CorpusIndex(tmp_path / "index", verify=False).forward[0].tokens(0, 1)  # type: ignore[index]
+
+
+def test_an_index_with_the_old_forward_store_is_refused_with_how_to_rebuild(tmp_path: Path) -> None:
+    """Releases before AES-GCM-SIV wrote no ``forward.cipher`` (their store was a BLAKE2b keystream)."""
+    from spacy_delink.linkage.index.format import sign
+
+    build(tmp_path / "index", [("a", "the farm near the river"), ("b", "the farm")])
+    manifest_path = tmp_path / "index" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for cipher, message in [
+        (None, r"index .*index was built with the old forward-store cipher .*; rebuild it with `delink index <corpus> -o .*index --updatable --overwrite`"),
+        ("rot13/v9", "seals its forward store with 'rot13/v9', unknown to this spacy-delink; upgrade spacy-delink"),
+    ]:
+        old = {**manifest, "forward": {k: v for k, v in manifest["forward"].items() if k != "cipher"}}
+        if cipher is not None:
+            old["forward"]["cipher"] = cipher
+        manifest_path.write_text(json.dumps(sign(old, SECRET)))
+        for action in (
+            lambda: CorpusIndex(tmp_path / "index"),
+            lambda: update_index(tmp_path / "index", [("c", "x")]),
+            lambda: compact_index(tmp_path / "index", progress=False),
+        ):
+            with pytest.raises(IndexFormatError, match=message):
+                action()
+    build(tmp_path / "plain", [("a", "the farm near the river"), ("b", "the farm")], updatable=False)
+    assert CorpusIndex(tmp_path / "plain").forward is None  # plain indexes are untouched by the forward store's version

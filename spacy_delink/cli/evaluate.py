@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app, echo_claims
-from .linkage import READINGS_HELP
+from .linkage import READINGS_HELP, check_k_list_option, check_k_option
 
 
 @app.command("evaluate")
@@ -17,9 +17,9 @@ def evaluate_command(
     deidentified: Path = typer.Option(..., "--deidentified", help="JSONL of the de-identified documents (ids of their sources)."),
     protected: Optional[Path] = typer.Option(None, "--protected", help="JSONL written by `delink protect` from --deidentified."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json, report.html and the plots."),
-    k: str = typer.Option("2,3,5", "--k", help="Thresholds to evaluate, comma-separated (each >= 2)."),
+    k: str = typer.Option("2,3,5", "--k", callback=check_k_list_option, help="Thresholds to evaluate, comma-separated (each >= 2)."),
     arity: str = typer.Option("1,2,3", "--arity", help="Arities to evaluate, comma-separated (1, 2, 3)."),
-    report_k: Optional[int] = typer.Option(None, "--report-k", help="k of the documents shown in the report [default: the smallest --k]."),
+    report_k: Optional[int] = typer.Option(None, "--report-k", callback=check_k_option, help="k of the documents shown in the report [default: the smallest --k]."),
     report_arity: Optional[int] = typer.Option(None, "--report-arity", help="Arity shown in the report [default: the largest --arity]."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Combinations listed per document in the report."),
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),

@@ -13,13 +13,37 @@ ARITY_HELP = (
     f"Largest number of phrases searched together: 1 checks single phrases only; {THREAT_MODEL_ARITY} (the threat model, "
     "docs/linkage-rules.md) also pairs and triples."
 )
-STRICT_HELP = "Refuse a key file that group or others may read (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
+STRICT_HELP = "Refuse a key file or id mapping that another user owns or group or others may access (default: warn) [also $DELINK_STRICT_KEY_PERMISSIONS=1]."
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 READINGS_HELP = (
     "Readings of the rules checked, comma-separated: exact (the paper's, broken at punctuation) and search (what a search "
     "engine reads: punctuation-blind, invisible and look-alike characters folded) [default: exact,search] (docs/linkage-rules.md §8)."
 )
+
+
+def check_k_option(value: int | None) -> int | None:
+    """``--k`` checked as the command line is parsed: a k the kernels cannot hold is a bad argument (status 2)."""
+    from ..errors import InputError
+    from ..linkage.ngrams import check_k
+
+    try:
+        return None if value is None else check_k(value)
+    except InputError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+def check_k_list_option(value: str) -> str:
+    """A comma-separated ``--k`` (``delink evaluate``), each value checked as ``check_k_option`` does."""
+    from ..errors import InputError
+    from ..evaluate.metrics import parse_int_list
+    from ..linkage.ngrams import check_k
+
+    try:
+        parse_int_list(value, "--k", check_k)
+    except InputError as err:
+        raise typer.BadParameter(str(err)) from None
+    return value
 
 
 def _report_skipped(lines: list[str]) -> None:
@@ -197,7 +221,7 @@ def assess_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
     input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}; - reads stdin.'),
     output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document; - writes stdout."),
-    k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
+    k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document, all readings together (scores stay exact)."),
     all_combinations: bool = typer.Option(

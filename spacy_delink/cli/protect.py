@@ -8,7 +8,7 @@ import typer
 
 from ..claims import THREAT_MODEL_ARITY
 from .app import UsageError, app, echo_claims, output_name
-from .linkage import ARITY_HELP, READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP
+from .linkage import ARITY_HELP, READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP, check_k_option
 
 OVERRIDE_EXAMPLE = "--components.delink_rewriter.model.name gpt-4o"
 
@@ -54,7 +54,7 @@ def protect_command(
         ..., "--output", "-o",
         help="Output JSONL; a file is appended to, so an interrupted run resumes; - writes stdout (no resume).",
     ),
-    k: int = typer.Option(2, "--k", help="Linkable when fewer than k documents match (k >= 2)."),
+    k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     config: Optional[Path] = typer.Option(

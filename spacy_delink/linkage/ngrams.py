@@ -24,9 +24,16 @@ from .readings import READINGS
 from .tokenize import Tokens
 
 
+#: The largest threshold: the kernels hold k and document frequencies as int64 and add a df
+#: (below 2^32, the most documents an index holds) to k (the triple search's bound), so every
+#: such sum stays exact. Any k above the collection's size already flags every phrase found.
+MAX_K = 2**62
+
+
 def check_k(k: int) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 2:
-        raise InputError(f"k must be an integer >= 2 (k = 2 means singling out), got {k!r}")
+    """``k`` itself, if it is an integer the kernels can compare with (``MAX_K``); else one line."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 2 <= k <= MAX_K:
+        raise InputError(f"k must be an integer between 2 and {MAX_K:,}; got {k!r} (k = 2 means singling out)")
     return k
 
 

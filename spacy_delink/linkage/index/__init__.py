@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .builder import BuildSummary, CorpusFiles, IndexBuilder
 from .format import MANIFEST
-from .keys import KEY_ENV, STRICT_PERMISSIONS_ENV, KeyPermissionWarning, default_key_path, resolve_key_path
+from .keys import KEY_ENV, default_key_path, resolve_key_path
 from .reader import CorpusIndex, LargeKWarning, Level
+from .store import STRICT_PERMISSIONS_ENV, KeyPermissionWarning
 
 _OPEN: dict[tuple[str, str, bool], tuple[tuple[int, int, int], CorpusIndex]] = {}
 #: The resolved cache key of each way of naming an index (``open_index`` runs once per document).

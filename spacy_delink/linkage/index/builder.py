@@ -295,7 +295,7 @@ class IndexBuilder:
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The forward store (``forward.py``): each token's level-1 row, partition by partition.
 
-        Returns the manifest's ``forward`` entry (bits per token, nonce) and its entries in the array table.
+        Returns the manifest's ``forward`` entry (bits per token, nonce, cipher) and its entries in the array table.
         """
         per_shard = [0] * (1 << levels.shard_bits)
         for file in levels.files:
@@ -307,7 +307,7 @@ class IndexBuilder:
         documents = [len(p.doc_ids) for p in partitions]
         bits = forward.row_bits(row_bases[-1])
         nonce, arrays = runner.submit(forward.write_build, store, str(folder), documents, tokens, bits, secret).result()
-        return {"bits": bits, "nonce": nonce}, arrays
+        return forward.manifest_entry(bits, nonce), arrays
 
     def signed_manifest(
         self,

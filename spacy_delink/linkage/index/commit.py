@@ -162,7 +162,9 @@ def check_outputs(
     if key_path.exists():
         KeyFile(key_path).secrets(strict_key_permissions)
     if ids_path is not None:
-        IdMapping(ids_path).read()
+        mapping = IdMapping(ids_path)
+        mapping.check_access(strict_key_permissions)
+        mapping.read()
 
 
 def commit(output: Path, partial: Path, key_path: Path, secret: bytes, ids_path: Path | None, ids: list[Any]) -> None:

@@ -14,7 +14,7 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
                                      one bit per stored n-gram, it also answers for its
                                      search-reading twin (``twin_file``)
     forward.rows, forward.offsets    only in an updatable index: each document's tokens as
-                                     level-1 rows (``forward.py``)
+                                     level-1 rows, sealed with AES-256-GCM-SIV (``forward.py``)
     delta-<d>/                       only after ``delink index --update``: one delta each
                                      (``update.py``): doc_ids.digests, forward.*, and per
                                      level ``level-<n>.ef`` (keys, postings, additions)
@@ -23,6 +23,10 @@ An index with deltas is format 8 (a format-7 reader must not answer from its bas
 alone); ``delink compact`` merges them and writes format 7 again. Both are read; formats
 3 to 6 (before the search reading's family bit in every key, SPEC §8) are refused with a
 request to rebuild: their keys would silently miss every lookup.
+The forward store has a version of its own, the manifest's ``forward.cipher``
+(``FORWARD_CIPHER``), which covers the deltas' stores too (an update refuses any other):
+a store without one was sealed with the BLAKE2b keystream of earlier releases and is
+refused with a request to rebuild.
 
 The n-gram keys are split into ``2 ** shard_bits`` shards by their top bits (``shard_of``),
 so a lookup goes to one shard. Each shard-level file is Elias–Fano sequences — the
@@ -55,7 +59,7 @@ from ...errors import IndexFormatError
 from ..readings import READINGS
 from ..search_form import table_version
 from .codec import flag_words
-from .hashing import mac_matches, manifest_mac
+from .hashing import ForwardCipher, mac_matches, manifest_mac
 
 FORMAT_NAME = "spacy-delink-index"
 FORMAT_VERSION = 8
@@ -65,6 +69,8 @@ MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
 FORWARD_ROWS = "forward.rows"
 FORWARD_OFFSETS = "forward.offsets"
+#: How ``forward.rows`` is sealed: the forward store's version.
+FORWARD_CIPHER = ForwardCipher.NAME
 #: The lowest df of each class of frequent rows whose postings a shard-level file codes
 #: apart (``codec.PostingClasses``): a few classes a factor 4 apart take the postings of
 #: the full scale corpus from 3.6 to 3.0 bytes per token (a factor 16: 2 MB more).
@@ -307,6 +313,16 @@ def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) 
         isinstance(forward, dict) and _natural(forward.get("bits")) and forward["bits"] >= 2 and _nonce(forward.get("nonce"))
     ):
         raise IndexFormatError(f"{manifest_path}: field 'forward' is malformed; {rebuild}")
+    if forward is not None and forward.get("cipher") != FORWARD_CIPHER:
+        index = manifest_path.parent
+        if "cipher" not in forward:
+            raise IndexFormatError(
+                f"index {index} was built with the old forward-store cipher (a BLAKE2b keystream, now AES-256-GCM-SIV); "
+                f"rebuild it with `delink index <corpus> -o {index} --updatable --overwrite`"
+            )
+        raise IndexFormatError(
+            f"index {index} seals its forward store with {forward['cipher']!r}, unknown to this spacy-delink; upgrade spacy-delink"
+        )
     deltas = manifest.get("deltas", [])
     if not isinstance(deltas, list) or (version == BASE_FORMAT_VERSION) != (not deltas):
         raise IndexFormatError(f"{manifest_path}: field 'deltas' does not fit format {version}; {rebuild}")

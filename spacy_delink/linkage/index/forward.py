@@ -7,16 +7,19 @@ change (``update.py``). An index built with ``updatable=True`` (``delink index
 
     forward.rows     uint64 words: per token, ``row << 1 | segment end``, bit-packed at
                      ``bits`` bits (``row_bits``): the token's row in level 1 and whether
-                     the gap after it breaks (or its document ends)
+                     the gap after it breaks (or its document ends); sealed in chunks
+                     (``hashing.ForwardCipher``: each chunk's ciphertext, then its tag)
     forward.offsets  uint64, documents + 1: the first token of each document
 
 A row names the token's keyed digest (level 1 stores every token), so the tokens, their
 digests and the segments of any document can be read back without its text. The cost is
 ``bits / 8`` bytes per token (about 2.1 for a vocabulary of 60,000 distinct tokens, 2.9 for
 4 million) plus 8 bytes per document. In the clear the rows would be the corpus under a
-word-substitution cipher, so ``forward.rows`` is encrypted under the index key
-(``hashing.ForwardCipher``; its nonce is in the manifest) and decrypted only in the word
-ranges an update or a compaction reads.
+word-substitution cipher, so ``forward.rows`` is encrypted and authenticated under the
+index key with AES-256-GCM-SIV (``hashing.ForwardCipher``; its nonce is in the manifest,
+whose ``forward.cipher`` names the cipher), and only the chunks holding the words an
+update or a compaction reads are opened; a chunk that fails its tag is an
+``IndexFormatError`` naming the file.
 """
 from __future__ import annotations
 
@@ -27,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import IndexFormatError
 from . import codec
+from .format import FORWARD_CIPHER
 from .format import FORWARD_OFFSETS as OFFSETS
 from .hashing import ForwardCipher
 from .format import FORWARD_ROWS as ROWS
@@ -61,20 +66,22 @@ def remaining_from_ends(ends: np.ndarray) -> np.ndarray:
     return np.minimum(last[np.searchsorted(last, here)] - here + 1, REMAINING_CAP).astype(np.uint8)
 
 
-#: Words encrypted at once.
-_CHUNK_WORDS = 1 << 20
+def manifest_entry(bits: int, nonce: str) -> dict[str, Any]:
+    """The manifest's ``forward`` entry of a build: bits per token, the file's nonce (hex) and its cipher."""
+    return {"bits": bits, "nonce": nonce, "cipher": FORWARD_CIPHER}
 
 
 class ForwardWriter:
-    """Packs a segment's tokens piece by piece into a memory-mapped file, then encrypts it and makes it durable."""
+    """Packs a segment's tokens piece by piece into a memory-mapped file, then seals it and makes it durable."""
 
     def __init__(self, folder: Path, tokens: int, bits: int, secret: bytes) -> None:
         self.path = folder / ROWS
         self.bits = bits
         self._secret = secret
         self.words = codec.packed_words(tokens, bits)
+        self.sealed_words = ForwardCipher.sealed_words(self.words)
         self._tmp = self.path.with_name(f"{ROWS}.{os.getpid()}.tmp")
-        self._map = np.memmap(self._tmp, dtype=np.uint64, mode="w+", shape=(self.words,))
+        self._map = np.memmap(self._tmp, dtype=np.uint64, mode="w+", shape=(self.sealed_words,))
         self._written = 0
 
     def add(self, values: np.ndarray) -> None:
@@ -82,20 +89,30 @@ class ForwardWriter:
         self._written += len(values)
 
     def finish(self, offsets: np.ndarray) -> tuple[str, dict[str, dict[str, Any]]]:
-        """Encrypt, flush and rename both files into place: the nonce (hex) and their entries in the array table."""
-        nonce = ForwardCipher.nonce_of(self._secret, self._map.view(np.uint8).data)
+        """Seal, flush and rename both files into place: the nonce (hex) and their entries in the array table.
+
+        The plaintext fills the file's first ``words`` words and is sealed in place, from the
+        last chunk to the first: chunk i's slot (``chunk_start``) begins where the plaintext
+        of the chunks before it has ended or later, so a slot overwrites only plaintext
+        already sealed (its own included, read before the slot is written).
+        """
+        plain = self._map[: self.words]
+        nonce = ForwardCipher.nonce_of(self._secret, plain.view(np.uint8).data)
         cipher = ForwardCipher(self._secret, nonce)
-        for start in range(0, self.words, _CHUNK_WORDS):
-            self._map[start : start + _CHUNK_WORDS] = cipher.xor(self._map[start : start + _CHUNK_WORDS], start)
+        size = ForwardCipher.CHUNK_WORDS
+        for chunk in reversed(range(-(-self.words // size))):
+            sealed = cipher.seal(chunk, plain[chunk * size : (chunk + 1) * size])
+            start = ForwardCipher.chunk_start(chunk)
+            self._map[start : start + len(sealed)] = sealed
         self._map.flush()
         sha256 = hashlib.sha256(self._map.view(np.uint8).data).hexdigest()
         with open(self._tmp, "rb+") as handle:
             os.fsync(handle.fileno())
-        del self._map
+        del self._map, plain
         os.replace(self._tmp, self.path)
         offsets = np.ascontiguousarray(offsets, dtype="<u8")
         return nonce.hex(), {
-            ROWS: {"dtype": "<u8", "length": self.words, "bytes": 8 * self.words, "sha256": sha256},
+            ROWS: {"dtype": "<u8", "length": self.sealed_words, "bytes": 8 * self.sealed_words, "sha256": sha256},
             OFFSETS: {
                 "dtype": "<u8", "length": len(offsets), "bytes": offsets.nbytes,
                 "sha256": write_durable(self.path.with_name(OFFSETS), offsets),
@@ -104,27 +121,48 @@ class ForwardWriter:
 
 
 class Forward:
-    """A segment's forward store, read back: the level-1 rows and segment room of its documents."""
+    """A segment's forward store, read back: the level-1 rows and segment room of its documents.
 
-    def __init__(self, words: np.ndarray, offsets: np.ndarray, bits: int, cipher: ForwardCipher) -> None:
+    ``words`` is the sealed file (``where`` names it in messages); reads open only the chunks they need.
+    """
+
+    def __init__(self, words: np.ndarray, offsets: np.ndarray, bits: int, cipher: ForwardCipher, where: str) -> None:
         self.words = words
         self._cipher = cipher
+        self.where = where
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.bits = bits
         if len(self.offsets) < 1 or self.offsets[0] != 0 or np.any(np.diff(self.offsets) < 0):
             raise ValueError("forward offsets must start at 0 and never decrease")
-        if codec.packed_words(int(self.offsets[-1]), bits) != len(words):
-            raise ValueError(f"{len(words)} forward words for {int(self.offsets[-1])} tokens of {bits} bits")
+        expected = ForwardCipher.sealed_words(codec.packed_words(int(self.offsets[-1]), bits))
+        if expected != len(words):
+            raise ValueError(f"{len(words)} forward words, not {expected}, for {int(self.offsets[-1])} tokens of {bits} bits")
 
     @property
     def documents(self) -> int:
         return len(self.offsets) - 1
 
+    def _plain_words(self, start: int, stop: int) -> np.ndarray:
+        """Plaintext words ``start .. stop - 1`` of the file, from the chunks that hold them."""
+        size = ForwardCipher.CHUNK_WORDS
+        first, last = start // size, max(start, stop - 1) // size
+        pieces = []
+        for chunk in range(first, last + 1):
+            sealed = self.words[ForwardCipher.chunk_start(chunk) : ForwardCipher.chunk_start(chunk + 1)]
+            try:
+                pieces.append(self._cipher.unseal(chunk, sealed))
+            except ValueError as err:
+                raise IndexFormatError(
+                    f"{self.where}: {err}: it was altered or damaged after the build; rebuild the index with "
+                    "`delink index ... --updatable --overwrite`"
+                ) from None
+        return np.concatenate(pieces)[start - first * size : stop - first * size]
+
     def tokens(self, first: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Documents ``first .. stop - 1`` (local numbers): level-1 rows, segment room, tokens per document."""
         begin, end = int(self.offsets[first]), int(self.offsets[stop])
         first_word = begin * self.bits // 64
-        words = self._cipher.xor(self.words[first_word : codec.packed_words(end, self.bits)], first_word)
+        words = self._plain_words(first_word, codec.packed_words(end, self.bits))
         values = codec.unpack(words, begin * self.bits - 64 * first_word, end - begin, self.bits)
         rows = (values >> np.uint64(1)).astype(np.int64)
         return rows, remaining_from_ends(values & np.uint64(1)), np.diff(self.offsets[first : stop + 1])

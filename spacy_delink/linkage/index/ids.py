@@ -27,20 +27,22 @@ def ids_digest(ids: list[Any]) -> str:
 
 class IdMapping(KeyedStore):
     def __init__(self, path: Path) -> None:
-        super().__init__(path, "spacy-delink-ids", "mappings", "id mapping")
+        super().__init__(path, "spacy-delink-ids", "mappings", "id mapping", "whoever reads it learns every document's id")
 
-    def ids(self, index: Path, index_key_id: str, expected_digest: str, documents: int) -> list[Any]:
+    def ids(self, index: Path, index_key_id: str, expected_digest: str, documents: int, strict: bool | None = None) -> list[Any]:
         """The ids of the index with ``index_key_id``, checked against its manifest's digest.
 
         Only the first ``documents`` count: ``delink index --update`` appends the new ids
         before it commits the manifest that counts them (``update.py``), so an update killed
-        in between leaves ids the index in place ignores.
+        in between leaves ids the index in place ignores. The file's owner and mode are
+        checked first, as the key file's are (``store.py``).
         """
         if not self.path.is_file():
             raise IndexFormatError(
                 f"id mapping {self.path} of index {index} not found; pass the file written with the index "
                 "(ids_file=..., kept beside it like the key)"
             )
+        self.check_access(strict)
         ids = self.read().get(index_key_id)
         if not isinstance(ids, list):
             raise IndexFormatError(

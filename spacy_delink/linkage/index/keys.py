@@ -12,9 +12,9 @@ bare hex secret (index format 1) reads as one key, so such an index can be rebui
 
 Every write goes through ``io.atomic_write(private=True)``: a random temporary name
 created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600, fsynced, then renamed, so a
-planted file or symlink is never written through. On reading, a key file that group or
-others may access is reported like ssh does: a warning by default, an error with
-``strict`` (or ``$DELINK_STRICT_KEY_PERMISSIONS=1``).
+planted file or symlink is never written through. On reading, a key file that another
+user owns or that group or others may access is reported like ssh does (``store.py``):
+a warning by default, an error with ``strict`` (or ``$DELINK_STRICT_KEY_PERMISSIONS=1``).
 """
 from __future__ import annotations
 
@@ -22,22 +22,16 @@ import hashlib
 import os
 import re
 import secrets
-import warnings
 from pathlib import Path
 from typing import Any
 
-from ...errors import IndexFormatError, InputError
+from ...errors import IndexFormatError
 from .store import KeyedStore
 
 KEY_BYTES = 32
 KEY_ENV = "DELINK_KEY_FILE"
-STRICT_PERMISSIONS_ENV = "DELINK_STRICT_KEY_PERMISSIONS"
 _KEY_ID = re.compile(r"[0-9a-f]{16}")
 _SECRET = re.compile(r"[0-9a-f]{64}")
-
-
-class KeyPermissionWarning(UserWarning):
-    """A key file that users other than its owner may read."""
 
 
 def new_secret() -> bytes:
@@ -64,32 +58,11 @@ def resolve_key_path(index_dir: str | Path, key_file: str | Path | None) -> Path
     return default_key_path(index_dir)
 
 
-def strict_permissions(strict: bool | None) -> bool:
-    """The explicit choice, else ``$DELINK_STRICT_KEY_PERMISSIONS`` (1/true/yes)."""
-    if strict is not None:
-        return strict
-    return os.environ.get(STRICT_PERMISSIONS_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-def check_permissions(path: Path, strict: bool | None = None) -> None:
-    """Warn (or, strict, refuse) when group or others may access the key file."""
-    mode = os.stat(path).st_mode & 0o777
-    if not mode & 0o077:
-        return
-    message = (
-        f"key file {path} is accessible to group or others (mode {mode:04o}); whoever reads it can probe "
-        f"the index for phrases: run `chmod 600 {path}`"
-    )
-    if strict_permissions(strict):
-        raise InputError(f"{message} (refused: strict key permissions are on)")
-    warnings.warn(message, KeyPermissionWarning, stacklevel=3)
-
-
 class KeyFile(KeyedStore):
     """The key file at ``path`` (module docstring)."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, "spacy-delink-keys", "keys", "key file", self._parse_keys)
+        super().__init__(path, "spacy-delink-keys", "keys", "key file", "whoever reads it can probe the index for phrases", self._parse_keys)
 
     def _parse_keys(self, path: Path, text: str) -> dict[str, Any]:
         if _SECRET.fullmatch(text.strip().lower()):  # a format-1 key file: one bare secret
@@ -108,8 +81,7 @@ class KeyFile(KeyedStore):
             raise IndexFormatError(
                 f"key file {self.path} not found; pass the key file the index was built with (--key-file or ${KEY_ENV})"
             )
-        if self.path.is_file():
-            check_permissions(self.path, strict)
+        self.check_access(strict)
         return {kid: bytes.fromhex(secret) for kid, secret in self.read().items()}
 
     def secret(self, expected_id: str, strict: bool | None = None) -> bytes:

@@ -140,6 +140,7 @@ class CorpusIndex:
         #: Each segment's forward store (base, then each delta), or None: not updatable.
         self.forward: list[Forward] | None = self._forward(arrays, secret) if manifest.get("forward") is not None else None
         self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
+        self._strict_key_permissions = strict_key_permissions  # the id mapping is checked as the key was
         self._id_hasher = IdHasher(secret)
         self._secret = secret
         self._sidecar_key = sidecar_mac_key(secret)
@@ -204,7 +205,8 @@ class CorpusIndex:
         for prefix, bits, nonce in segments:
             try:
                 cipher = ForwardCipher(secret, bytes.fromhex(nonce))
-                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher))
+                where = f"index {self.path}: {prefix}{FORWARD_ROWS}"
+                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher, where))
             except ValueError as err:
                 raise IndexFormatError(f"index {self.path}: {prefix}{FORWARD_ROWS} does not match the manifest ({err}); rebuild it with `delink index`") from None
         return stores
@@ -219,7 +221,9 @@ class CorpusIndex:
                     f"index {self.path} was built with external ids (no id mapping): document n is the n-th "
                     "document of the corpus it was built from; document_number(id) finds an id's number"
                 )
-            self._doc_ids = IdMapping(self.ids_path).ids(self.path, self.manifest["key_id"], expected, self.documents)
+            self._doc_ids = IdMapping(self.ids_path).ids(
+                self.path, self.manifest["key_id"], expected, self.documents, self._strict_key_permissions
+            )
         return self._doc_ids
 
     def input_digest(self, doc_id: DocId, text: str) -> str:
