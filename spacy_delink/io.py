@@ -347,7 +347,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
-def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
+def parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
     """One JSON object; integers of any size are kept exact, lone surrogates and repeated keys refused.
 
     The standard library parser, not srsly's ujson: ujson refuses integers beyond 64 bits
@@ -367,13 +367,13 @@ def _parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
     return record
 
 
-#: Value types for which orjson reads a line exactly as ``_parse_json_line`` does (a float may
+#: Value types for which orjson reads a line exactly as ``parse_json_line`` does (a float may
 #: be an integer beyond 64 bits that orjson rounded; a list or object may hold one).
 _EXACT_TYPES = frozenset((str, int, bool, type(None)))
 
 
 def _fast_record(raw: bytes) -> dict[str, Any] | None:
-    """The object on ``raw`` when orjson reads it exactly as ``_parse_json_line`` would, else None.
+    """The object on ``raw`` when orjson reads it exactly as ``parse_json_line`` would, else None.
 
     orjson refuses what the exact path refuses or reports itself (invalid UTF-8, a lone
     surrogate, a byte-order mark, blank lines), and reads a JSON object with flat string,
@@ -504,7 +504,7 @@ def read_jsonl(
             if not line.strip():
                 continue
             try:
-                record = _parse_json_line(raw, line)
+                record = parse_json_line(raw, line)
             except ValueError as err:
                 if skip_invalid:
                     stats.skipped.append(line_no)

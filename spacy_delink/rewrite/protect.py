@@ -48,6 +48,7 @@ from ..io import (
     is_stdio,
     is_stream,
     output_lock,
+    parse_json_line,
     read_jsonl,
     refuse_same_file,
 )
@@ -343,8 +344,8 @@ def read_done(
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
-        except ValueError:
+            record = parse_json_line(raw, raw.decode("utf-8"))  # a repeated key is refused, as in every input
+        except ValueError:  # UnicodeDecodeError too
             record = None
         where = f"{output}:{line_no}"
         if not isinstance(record, dict) or "id" not in record:
