@@ -222,7 +222,7 @@ def _combination_list(side: str, record: dict[str, Any], data: dict[str, Any]) -
     )
 
 
-_CSS = """
+REPORT_CSS = """
 :root{--d1:#e74c3c;--d2:#f39c12;--d3:#f7dc6f;--d4:#fcf3cf;--cm:#6c3483;--mask:#566573;--llm:#1e8449}
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 1.5em;color:#1b2631}
 h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.1em;margin:0 0 .2em;word-break:break-all}h3{font-size:.9em;margin:.2em 0;color:#566573;text-transform:uppercase;letter-spacing:.05em}
@@ -247,7 +247,7 @@ nav.pages a{margin-right:.6em}.notes{font-size:.9em;color:#7b241c}.ok{color:#1e8
 @media (max-width:800px){.views.n2{grid-template-columns:1fr}}
 """
 
-_JS = r"""
+REPORT_JS = r"""
 (function(){
   function data(article){
     if(!article.__data){article.__data=JSON.parse(article.querySelector('script.doc-data').textContent);}
@@ -296,7 +296,7 @@ _JS = r"""
 """
 
 
-def _legend(k: int | None, with_edits: bool) -> str:
+def legend_html(k: int | None, with_edits: bool) -> str:
     below_k = f" (fewer than k={k})" if k else ""
     items = [
         ('<span class="sw d1">df = 1</span>singled out: the phrase occurs in one document only'),
@@ -318,7 +318,7 @@ def _page(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>{body}<script>{_JS}</script></body></html>\n"
+        f"<title>{_e(title)}</title><style>{REPORT_CSS}</style></head><body>{body}<script>{REPORT_JS}</script></body></html>\n"
     )
 
 
@@ -351,7 +351,7 @@ def write_pages(
             body.append(head_html)
         else:
             body.append(f'<p><a href="{_e(_page_name(path, 1))}">← summary and plots</a></p>')
-        body.append(_legend(k, with_edits))
+        body.append(legend_html(k, with_edits))
         body.append(f'<section id="documents"><h2>Documents {first + 1}–{first + len(chunk)} of {len(documents)}</h2>{nav}')
         body.extend(_document_html(first + i, document) for i, document in enumerate(chunk))
         body.append(f"{nav}</section>")

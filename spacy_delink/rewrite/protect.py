@@ -334,8 +334,8 @@ def _tally(rewriter: DelinkRewriter) -> Counter[str]:
     return tally
 
 
-def _records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The output records of one batch, protected under ``settings``."""
+def protected_records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The output records of one batch of ``(id, text)``, protected under ``settings`` (``protection_settings``)."""
     records = []
     for (doc_id, _), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
         record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings}
@@ -361,7 +361,7 @@ def protect_batch(
             "the index changed during the run; rerun it (it resumes)"
         )
     before = _tally(rewriter)
-    records = _records(rewriter, batch, settings)
+    records = protected_records(rewriter, batch, settings)
     return records, _tally(rewriter) - before
 
 
@@ -426,7 +426,7 @@ def protect_file(
     try:
         if runner is None:
             for batch in batches():
-                write(_records(rewriter, batch, settings))
+                write(protected_records(rewriter, batch, settings))
             tally = _tally(rewriter)
         else:
             arguments = ((spec, settings, batch) for batch in batches())
