@@ -50,7 +50,7 @@ def serve_command(
         None, "--api-key-file", help="File holding the API key clients must send as Authorization: Bearer <key> [also $DELINK_API_KEY_FILE, or the key in $DELINK_API_KEY]."
     ),
     workers: int = typer.Option(0, "--workers", help="Requests worked on at once [default 0: one per CPU]."),
-    queue: Optional[int] = typer.Option(None, "--queue", help="Requests that may wait beyond those; more get 429 [default: as many as --workers]."),
+    queue: Optional[int] = typer.Option(None, "--queue", help="Requests that may wait beyond those; more get 429 [default: 4 per worker]."),
     max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", help="Largest request body; larger ones get 413."),
     max_texts: int = typer.Option(64, "--max-texts", help="Most texts in one request; more get 413."),
     max_chars: int = typer.Option(200_000, "--max-chars", help="Longest text, in characters; longer ones get 413."),

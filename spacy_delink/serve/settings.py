@@ -18,6 +18,9 @@ from ..linkage.cover import check_strategy
 from ..linkage.ngrams import check_k
 from .auth import ApiKey, is_loopback
 
+#: Requests that may wait per worker unless ``--queue`` says otherwise: a burst of clients waits, a flood is refused.
+QUEUE_PER_WORKER = 4
+
 
 @dataclass(frozen=True)
 class ServeSettings:
@@ -36,7 +39,7 @@ class ServeSettings:
     config_overrides: dict[str, Any] = field(default_factory=dict)
     flagging: Optional[str] = None
     max_combinations: int = DEFAULT_MAX_COMBINATIONS
-    #: Requests worked on at once (0: one per CPU) and requests waiting beyond them (None: as many); more get 429.
+    #: Requests worked on at once (0: one per CPU) and requests waiting beyond them (None: 4 per worker); more get 429.
     workers: int = 0
     queue: Optional[int] = None
     max_body_bytes: int = 8 * 1024 * 1024
@@ -83,8 +86,8 @@ class ServeSettings:
 
     @property
     def capacity(self) -> int:
-        """Requests admitted at once: those worked on plus those waiting (``--queue``, by default as many again)."""
-        return self.worker_count + (self.worker_count if self.queue is None else self.queue)
+        """Requests admitted at once: those worked on plus those waiting (``--queue``, by default 4 per worker)."""
+        return self.worker_count + (QUEUE_PER_WORKER * self.worker_count if self.queue is None else self.queue)
 
     def public(self) -> dict[str, Any]:
         """What a client may know (``GET /v1/settings``): the protection, the limits, whether a key is needed."""
