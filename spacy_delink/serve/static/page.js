@@ -11,6 +11,7 @@
   var COMBINATIONS_SHOWN = 50;
   var $ = function (id) { return document.getElementById(id); };
   var last = null;  // {text, k, arity, assess, protect}
+  var busy = false;  // a request is on its way
 
   function plural(n, word) { return n + ' ' + word + (n === 1 ? '' : 's'); }
   function level(support) {
@@ -268,8 +269,10 @@
   async function run(protect) {
     var body = request();
     if (!body.text.trim()) { status('Paste or drop a text first.', 'error'); $('text').focus(); return; }
+    if (busy) { return; }
+    busy = true;  // the buttons stay focusable (a disabled button would drop the keyboard focus)
     var buttons = [$('assess'), $('protect')];
-    buttons.forEach(function (b) { b.disabled = true; });
+    buttons.forEach(function (b) { b.setAttribute('aria-disabled', 'true'); });
     status(protect ? 'Protecting\u2026' : 'Assessing\u2026');
     try {
       var same = last && last.text === body.text && last.k === body.k && last.arity === body.arity;
@@ -281,7 +284,8 @@
     } catch (err) {
       status(err.message, 'error');
     } finally {
-      buttons.forEach(function (b) { b.disabled = false; });
+      buttons.forEach(function (b) { b.removeAttribute('aria-disabled'); });
+      busy = false;
     }
   }
   function save(name, type, content) {
