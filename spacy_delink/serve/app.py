@@ -38,10 +38,10 @@ from swagger_ui_bundle import swagger_ui_path
 from .. import __version__
 from ..errors import DelinkError, InputError
 from ..evaluate.report import REPORT_CSS, REPORT_JS, legend_html
-from .limits import ApiError, JSONResponse, read_body
+from .limits import ApiError, read_body
 from .metrics import CONTENT_TYPE
 from .schema import ErrorResponse, Job, RecordsResponse, TextsRequest, parse_job
-from .service import Records, Service
+from .service import Service
 
 logger = logging.getLogger("spacy_delink.serve")
 
@@ -158,10 +158,10 @@ def create_app(service: Service) -> FastAPI:
                 job = parse_job(body, settings)
                 work = submit(job)
                 ticket.hand_over(work)
-                records = await _wait(request, asyncio.wrap_future(work), deadline)
+                answered = await _wait(request, asyncio.wrap_future(work), deadline)
             finally:
                 ticket.close()
-            response: Response = JSONResponse({"records": records})
+            response: Response = Response(answered, media_type="application/json")
         except ApiError as err:
             response = err.response()
         except (ClientGone, ClientDisconnect) as gone:
@@ -184,8 +184,8 @@ def create_app(service: Service) -> FastAPI:
         logger.info("%s %s %d: %d documents, %d characters, %.3f s", request_id, endpoint, response.status_code, documents, characters, seconds)
         return response
 
-    async def _wait(request: Request, work: "asyncio.Future[Records]", deadline: float) -> Records:
-        """The job's records; a client that leaves or a deadline that passes cancels it if it has not started."""
+    async def _wait(request: Request, work: "asyncio.Future[bytes]", deadline: float) -> bytes:
+        """The job's answer; a client that leaves or a deadline that passes cancels it if it has not started."""
         gone = asyncio.ensure_future(_disconnected(request))
         either: set[asyncio.Future[Any]] = {work, gone}
         try:

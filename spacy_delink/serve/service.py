@@ -21,7 +21,9 @@ import threading
 from collections import OrderedDict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import orjson
 
 from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
@@ -37,6 +39,12 @@ logger = logging.getLogger("spacy_delink.serve")
 LOADED_REWRITERS = 8
 Documents = list[tuple[DocId, str]]
 Records = list[dict[str, Any]]
+
+
+def answer_body(records: Records) -> bytes:
+    """The JSON body of a success, made on the job's thread, not the event loop's: records of long
+    documents at arity 3 run to hundreds of kilobytes, and the loop has every connection to serve."""
+    return orjson.dumps({"records": records})
 
 
 class Rewriters:
@@ -69,24 +77,25 @@ class _Waiting:
     k: int
     arity: int
     documents: Documents
-    future: Future[Records]
+    future: Future[bytes]
 
 
 class LlmBatches:
     """Protect jobs under an LLM rewriter, gathered into one batch at a time (see the module docstring)."""
 
-    def __init__(self, rewriters: Rewriters, batch_size: int, metrics: ServeMetrics) -> None:
+    def __init__(self, rewriters: Rewriters, batch_size: int, metrics: ServeMetrics, answer: Callable[[Records], bytes]) -> None:
         self.rewriters = rewriters
         self.batch_size = batch_size
         self.metrics = metrics
+        self.answer = answer  # a job's records -> its answer
         self._waiting: deque[_Waiting] = deque()
         self._wake = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="delink-serve-llm", daemon=True)
         self._thread.start()
 
-    def submit(self, k: int, arity: int, documents: Documents) -> Future[Records]:
-        future: Future[Records] = Future()
+    def submit(self, k: int, arity: int, documents: Documents) -> Future[bytes]:
+        future: Future[bytes] = Future()
         with self._wake:
             self._waiting.append(_Waiting(k, arity, documents, future))
             self._wake.notify()
@@ -125,7 +134,7 @@ class LlmBatches:
             return
         start = 0
         for job in batch:
-            job.future.set_result(records[start : start + len(job.documents)])
+            job.future.set_result(self.answer(records[start : start + len(job.documents)]))
             start += len(job.documents)
 
     def close(self) -> None:
@@ -152,33 +161,31 @@ class Service:
         self.admission = Admission(settings.capacity, settings.worker_count)
         self.metrics.in_progress.set_function(lambda: self.admission.inside)
         self.pool = ThreadPoolExecutor(settings.worker_count, thread_name_prefix="delink-serve")
-        self.llm_batches = LlmBatches(self.rewriters, settings.llm_batch_size, self.metrics) if self.uses_llm else None
+        self.llm_batches = LlmBatches(self.rewriters, settings.llm_batch_size, self.metrics, self._protected) if self.uses_llm else None
         self.ready = False
         self.index.warn_if_k_exceeds_collection(settings.k)
 
-    def assess(self, documents: Documents, k: int, arity: int) -> Future[Records]:
+    def assess(self, documents: Documents, k: int, arity: int) -> Future[bytes]:
+        """The answer to an assess request: its records as a JSON body."""
         return self.pool.submit(self._assess, documents, k, arity)
 
-    def protect(self, documents: Documents, k: int, arity: int) -> Future[Records]:
+    def protect(self, documents: Documents, k: int, arity: int) -> Future[bytes]:
+        """The answer to a protect request, from the pool or, under an LLM rewriter, from a shared batch."""
         if self.llm_batches is not None:
-            future = self.llm_batches.submit(k, arity, documents)
-            future.add_done_callback(self._count_protected)
-            return future
+            return self.llm_batches.submit(k, arity, documents)
         return self.pool.submit(self._protect, documents, k, arity)
 
-    def _count_protected(self, future: Future[Records]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            self.metrics.records("protect", future.result())
-
-    def _assess(self, documents: Documents, k: int, arity: int) -> Records:
+    def _assess(self, documents: Documents, k: int, arity: int) -> bytes:
         records = assess_documents(self.index, documents, k, arity, self.settings.max_combinations)
         self.metrics.records("assess", records)
-        return records
+        return answer_body(records)
 
-    def _protect(self, documents: Documents, k: int, arity: int) -> Records:
-        records = protect_documents(self.rewriters.get(k, arity), documents)
+    def _protect(self, documents: Documents, k: int, arity: int) -> bytes:
+        return self._protected(protect_documents(self.rewriters.get(k, arity), documents))
+
+    def _protected(self, records: Records) -> bytes:
         self.metrics.records("protect", records)
-        return records
+        return answer_body(records)
 
     def close(self) -> None:
         """Refuse new work, cancel what waits, finish what runs."""
