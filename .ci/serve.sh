@@ -25,7 +25,7 @@ wheel=("$work"/dist/spacy_delink-*.whl)
 
 step "the server from outside the checkout, on 127.0.0.1"
 cd "$work"
-"$work/venv/bin/delink" index "$repo/samples/corpus.jsonl" --output index 2>/dev/null
+"$work/venv/bin/delink" index "$repo/samples/corpus.jsonl" --output index
 "$work/venv/bin/delink" serve index --port 0 >serve.log 2>&1 &
 server=$!
 "$work/venv/bin/python" - "$work/serve.log" <<'PY'

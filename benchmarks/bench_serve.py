@@ -99,14 +99,14 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(np.percentile(array, 50)), 2), "p99_ms": round(float(np.percentile(array, 99)), 2)}
 
 
-#: How each record of these requests begins (orjson keeps the library's key order): counting it checks an
-#: answer without parsing hundreds of kilobytes on the CPU the server needs.
-RECORD_HEAD = b'"k":%d,"arity":%d,"linkage_risk":' % (K, ARITY)
+#: Once in each assess record (its phrases and combinations have no arity): counting it checks an answer
+#: without parsing hundreds of kilobytes on the CPU the server needs.
+RECORD_MARK = b'"arity":%d' % ARITY
 
 
 def complete(content: bytes, documents: int) -> bool:
     """An answer holds one record per document (ids 0, 1, ... of ``texts``)."""
-    return content.startswith(b'{"records":[{"id":0,') and content.count(RECORD_HEAD) == documents
+    return content.startswith(b'{"records":[{"id":0,') and content.count(RECORD_MARK) == documents
 
 
 def body_of(texts: list[str]) -> bytes:

@@ -70,7 +70,8 @@ class ServeSettings:
                 raise InputError(f"{name} must be at least 1, got {value}")
         if not self.deadline > 0:
             raise InputError(f"--deadline must be a positive number of seconds, got {self.deadline}")
-        resolve_threads(self.workers)
+        if self.workers < 0:
+            raise InputError(f"--workers must be >= 0 (0: one per CPU), got {self.workers}")
         if self.api_key is None and not is_loopback(self.host):
             raise InputError(
                 f"--host {self.host} without an API key would let anyone who reaches this machine use the index; "
