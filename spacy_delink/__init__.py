@@ -28,6 +28,8 @@ _EXPORTS = {
     "detect": "linkage.attack",
     "assess_text": "linkage.attack",
     "assess_file": "evaluate.assess",
+    "assess_texts": "batch",
+    "protect_texts": "batch",
     # spaCy components
     "LinkageRiskAnnotator": "components.risk",
     "CombinationDetector": "components.combinations",
@@ -36,6 +38,9 @@ _EXPORTS = {
     "RewriteResult": "rewrite.loop",
     "protect_file": "rewrite.protect",
     "load_rewriter": "rewrite.protect",
+    # the HTTP service's client (`delink serve`)
+    "DelinkClient": "serve.client",
+    "ServeError": "serve.client",
     # errors
     "DelinkError": "errors",
     "InputError": "errors",
@@ -64,6 +69,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from .batch import assess_texts, protect_texts
     from .components.combinations import CombinationDetector
     from .components.rewriter import DelinkRewriter
     from .components.risk import LinkageRiskAnnotator
@@ -77,6 +83,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .redaction import DelinkRedactor, PrivacySettings, RankerSettings, privacy_curve, renyi_divergence, zcdp_epsilon
     from .rewrite.loop import RewriteResult
     from .rewrite.protect import load_rewriter, protect_file
+    from .serve.client import DelinkClient, ServeError
     from .setvalued import (
         SetAnonymization,
         anonymize_sets,

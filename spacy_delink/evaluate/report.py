@@ -108,11 +108,16 @@ def _environment() -> jinja2.Environment:
     return environment
 
 
-def _asset(name: str) -> str:
-    """A file of ``templates/`` as it is (the page's CSS and script, not Jinja templates)."""
+def report_asset(name: str) -> str:
+    """A file of ``templates/`` as it is (the page's CSS and script, not Jinja templates); ``delink serve``'s page uses them too."""
     loader = _environment().loader
     assert loader is not None
     return loader.get_source(_environment(), name)[0]
+
+
+def legend_html(k: int | None, with_edits: bool) -> str:
+    """The reports' legend (colours and wording), for a page that shows the same marks (``delink serve``)."""
+    return _environment().get_template("_legend.html").render(k=k, with_edits=with_edits)
 
 
 def _level(support: int) -> str:
@@ -320,7 +325,7 @@ def write_pages(
     common = {
         "title": title, "settings": settings, "pages": pages, "first_page": pages[0], "total": len(documents),
         "with_edits": any(d.after_text is not None for d in documents), "k": settings.k,
-        "css": _asset("report.css"), "js": _asset("report.js"), **summary,
+        "css": report_asset("report.css"), "js": report_asset("report.js"), **summary,
     }
     written = []
     for page, name in enumerate(pages, 1):

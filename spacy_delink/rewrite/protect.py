@@ -431,8 +431,8 @@ def _tally(rewriter: DelinkRewriter) -> Counter[str]:
     return tally
 
 
-def _records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The output records of one batch, protected under ``settings``.
+def protected_records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The output records of one batch of ``(id, text)``, protected under ``settings`` (``protection_settings``).
 
     The settings are checked against the rewriter's index before and after the batch: an
     index replaced meanwhile (an update, a compaction, a rebuild) is reopened by the
@@ -468,7 +468,7 @@ def protect_batch(
     if rewriter is None or protection_settings(rewriter) != settings:
         rewriter = _WORKER_REWRITERS[spec] = spec.load()
     before = _tally(rewriter)
-    records = _records(rewriter, batch, settings)
+    records = protected_records(rewriter, batch, settings)
     return records, _tally(rewriter) - before
 
 
@@ -529,7 +529,7 @@ def protect_file(
         with Progress("protect", "docs", len(scan.lines) - len(seen), enabled=progress) as bar, _appending(output) as write:
             if runner is None:
                 for batch in batches():
-                    write(_records(rewriter, batch, settings))
+                    write(protected_records(rewriter, batch, settings))
                     bar.update(len(batch))
                 tally = _tally(rewriter)
             else:

@@ -1,0 +1,276 @@
+"""The HTTP application of `delink serve`: endpoints, refusals, the page and the API docs.
+
+FastAPI (on Starlette) gives the routes, the OpenAPI schema and the docs page; the
+request bodies are read by hand, within the size limit and after admission, instead of
+by FastAPI's body parameters, which would read any body whole before a check could run.
+Every answer that is not a success is ``{"error": {"code", "message"}}`` (``limits``);
+an unexpected failure is logged with its stack but without its message (which could
+quote a text) and answered 500 with a request id to find it by.
+
+Log lines hold request ids, endpoints, statuses, document counts, characters and
+seconds: never a text.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import traceback
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import HTMLResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from swagger_ui_bundle import swagger_ui_path
+
+from .. import __version__
+from ..errors import DelinkError, InputError
+from ..evaluate.report import legend_html, report_asset
+from .limits import ApiError, read_body
+from .metrics import CONTENT_TYPE
+from .schema import ErrorResponse, Job, RecordsResponse, TextsRequest, parse_job
+from .service import Service
+
+logger = logging.getLogger("spacy_delink.serve")
+
+STATIC = Path(__file__).resolve().parent / "static"
+#: The page loads only what this server serves: no inline script, no other origin.
+PAGE_POLICY = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+#: A client's X-Request-ID is kept when it looks like an id, so log lines can never be forged through it.
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in (
+        (400, "The body is not JSON."),
+        (401, "No or a wrong API key (Authorization: Bearer <key>)."),
+        (413, "Body, number of texts or a text over the server's limits."),
+        (422, "Valid JSON that is not an acceptable request (fields, ids, k, arity)."),
+        (429, "The server is at its limit of requests; retry after Retry-After seconds."),
+        (503, "Not ready, or the deadline passed; retry after Retry-After seconds."),
+    )
+}
+
+
+class NoSniffing:
+    """ASGI middleware: browsers take every answer as the type it declares (a pure ASGI one: it leaves disconnects visible)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["X-Content-Type-Options"] = "nosniff"
+            await send(message)
+
+        await self.app(scope, receive, send_marked if scope["type"] == "http" else send)
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer."""
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed the connection (the body was read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _within(deadline: float, awaitable: Any) -> Any:
+    try:
+        return await asyncio.wait_for(awaitable, max(deadline - time.monotonic(), 0.0))
+    except asyncio.TimeoutError:
+        raise _too_late() from None
+
+
+def _too_late() -> ApiError:
+    return ApiError(503, "deadline_exceeded", "the request took longer than the server's deadline; retry later or send fewer texts", 1)
+
+
+def create_app(service: Service) -> FastAPI:
+    """The application over a started ``service`` (closed when the application shuts down)."""
+    settings = service.settings
+    metrics = service.metrics
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await asyncio.to_thread(service.close)
+
+    app = FastAPI(
+        title="spacy-delink",
+        version=__version__,
+        description="Is this text linkable to its source, and a protected version of it (docs/serve.md).",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+    app.add_middleware(NoSniffing)
+
+    @app.exception_handler(ApiError)
+    async def refused(request: Request, err: ApiError) -> Response:
+        return err.response()
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> Response:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return ApiError(err.status_code, codes.get(err.status_code, f"http_{err.status_code}"), str(err.detail)).response()
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> Response:
+        return ApiError(422, "invalid_request", "invalid request parameters").response()
+
+    def authorized(request: Request) -> None:
+        if settings.api_key is not None and not settings.api_key.accepts(request.headers.get("authorization")):
+            raise ApiError(401, "unauthorized", "missing or wrong API key; send the header Authorization: Bearer <key>")
+
+    async def answer(request: Request, endpoint: str, submit: Callable[[Job], Any]) -> Response:
+        """One POST from arrival to answer: admission, body, job, waiting (deadline, disconnect)."""
+        started = time.monotonic()
+        deadline = started + settings.deadline
+        given = request.headers.get("x-request-id", "")
+        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+        job: Job | None = None
+        try:
+            if not service.ready:
+                raise ApiError(503, "not_ready", "the server is starting or stopping; retry shortly", 1)
+            ticket = service.admission.enter()
+            try:
+                body = await _within(deadline, read_body(request.stream(), request.headers.get("content-length"), settings.max_body_bytes))
+                job = parse_job(body, settings)
+                work = submit(job)
+                ticket.hand_over(work)
+                answered = await _wait(request, asyncio.wrap_future(work), deadline)
+            finally:
+                ticket.close()
+            response: Response = Response(answered, media_type="application/json")
+        except ApiError as err:
+            response = err.response()
+        except (ClientGone, ClientDisconnect) as gone:
+            stage = "body" if isinstance(gone, ClientDisconnect) else str(gone)
+            metrics.abandoned.labels(stage).inc()
+            logger.info("%s %s abandoned by the client (%s) after %.3f s", request_id, endpoint, stage, time.monotonic() - started)
+            return Response(status_code=499)  # nobody reads it; the status only marks it so
+        except InputError as err:  # settings a job refused (the library's own checks)
+            response = ApiError(422, "invalid_request", str(err)).response()
+        except Exception as err:  # noqa: BLE001 (logged, answered 500: the server goes on)
+            stack = "".join(traceback.format_tb(err.__traceback__))
+            logger.error("%s %s failed: %s (message withheld: it may quote a text)\n%s", request_id, endpoint, type(err).__name__, stack)
+            code = "job_failed" if isinstance(err, DelinkError) else "internal"
+            response = ApiError(500, code, f"the server failed on this request ({type(err).__name__}); report request id {request_id}").response()
+        seconds = time.monotonic() - started
+        metrics.answered(endpoint, response.status_code, seconds)
+        response.headers["X-Request-ID"] = request_id
+        documents = len(job.documents) if job is not None else 0
+        characters = job.characters if job is not None else 0
+        logger.info("%s %s %d: %d documents, %d characters, %.3f s", request_id, endpoint, response.status_code, documents, characters, seconds)
+        return response
+
+    async def _wait(request: Request, work: "asyncio.Future[bytes]", deadline: float) -> bytes:
+        """The job's answer; a client that leaves or a deadline that passes cancels it if it has not started."""
+        gone = asyncio.ensure_future(_disconnected(request))
+        either: set[asyncio.Future[Any]] = {work, gone}
+        try:
+            done, _ = await asyncio.wait(either, timeout=max(deadline - time.monotonic(), 0.0), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()  # a job still waiting never runs; one running finishes and is dropped
+        if gone in done:
+            raise ClientGone("waiting")
+        raise _too_late()
+
+    body_docs: dict[str, Any] = {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TextsRequest"}}},
+        }
+    }
+    post: dict[str, Any] = {"response_model": None, "responses": {200: {"model": RecordsResponse, "description": "One record per text, in order."}, **ERRORS}, "openapi_extra": body_docs}
+
+    @app.post("/v1/assess", dependencies=[Depends(authorized)], summary="The linkage attack on each text", **post)
+    async def assess(request: Request) -> Response:
+        """Every phrase and combination of phrases that narrows a search of the original collection to fewer than k documents: the records of `delink assess`."""
+        return await answer(request, "assess", lambda job: service.assess(job.documents, job.k, job.arity))
+
+    @app.post("/v1/protect", dependencies=[Depends(authorized)], summary="A protected version of each text", **post)
+    async def protect(request: Request) -> Response:
+        """Each text rewritten until no phrase or combination links at (k, arity), checked: the records of `delink protect`, each with its protected_under."""
+        return await answer(request, "protect", lambda job: service.protect(job.documents, job.k, job.arity))
+
+    @app.get("/v1/settings", summary="The protection this server enforces and its limits")
+    async def public_settings() -> dict[str, Any]:
+        return settings.public()
+
+    @app.get("/healthz", summary="The process answers")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Index open and kernels compiled", responses={503: ERRORS[503]})
+    async def readyz() -> dict[str, str]:
+        if not service.ready:
+            raise ApiError(503, "not_ready", "the server is starting or stopping", 1)
+        return {"status": "ready"}
+
+    @app.get("/metrics", dependencies=[Depends(authorized)], summary="Prometheus text format", response_class=Response)
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    page = (STATIC / "index.html").read_text(encoding="utf-8").replace("<!-- legend -->", legend_html(None, with_edits=True))
+
+    @app.get("/", include_in_schema=False)
+    async def index_page() -> Response:
+        return HTMLResponse(page, headers={"Content-Security-Policy": PAGE_POLICY})
+
+    @app.get("/report.css", include_in_schema=False)
+    async def report_css() -> Response:
+        return Response(report_asset("report.css"), media_type="text/css")
+
+    @app.get("/report.js", include_in_schema=False)
+    async def report_js() -> Response:
+        return Response(report_asset("report.js"), media_type="text/javascript")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Response:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="spacy-delink API", swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css", swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            request_schema = TextsRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(request_schema.pop("$defs", {}))
+            components["TextsRequest"] = request_schema
+            if settings.api_key is not None:
+                schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+                schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,170 @@
+"""The pieces of `delink serve` without a process: assess_texts/protect_texts, the key, the settings, readiness."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from spacy_delink import assess_texts, protect_texts
+from spacy_delink.errors import InputError
+from spacy_delink.evaluate.assess import assess_file
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.tokenize import LinkageRules
+from spacy_delink.rewrite.protect import load_rewriter, protect_file
+from spacy_delink.serve.app import create_app
+from spacy_delink.serve.auth import ApiKey, is_loopback, load_api_key
+from spacy_delink.serve.limits import Admission, ApiError
+from spacy_delink.serve.service import Service
+from spacy_delink.serve.settings import ServeSettings
+from spacy_delink.serve.warmup import CORPUS, TEXT
+
+ORIGINALS = [
+    ("a", "The farmer keeps bees near the river. He sold honey and wax in Murska Sobota."),
+    ("b", "The farmer keeps goats near the lake. He sold cheese in Maribor."),
+    ("c", "The baker sells bread near the river. She sold cakes in Celje."),
+    ("d", "The baker sells cakes near the lake. She sold bread in Ptuj."),
+]
+TEXTS = ["The farmer keeps bees near the lake. He sold cakes in [LOCATION].", "Nothing of this was indexed.", ""]
+KEY = "k" * 16 + "-a-long-enough-key"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("library") / "index"
+    IndexBuilder(LinkageRules()).build(iter(ORIGINALS), path)
+    return path
+
+
+def _jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)), encoding="utf-8")
+    return path
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("arity", [1, 2, 3])
+def test_assess_texts_gives_the_records_of_assess_file(index: Path, tmp_path: Path, arity: int) -> None:
+    assess_file(CorpusIndex(index), _jsonl(tmp_path / "in.jsonl", TEXTS), tmp_path / "out.jsonl", 2, arity, progress=False)
+    assert assess_texts(index, TEXTS, k=2, arity=arity) == _read(tmp_path / "out.jsonl")
+    named = assess_texts(CorpusIndex(index), TEXTS[:1], k=2, arity=arity, ids=["doc-a"])
+    assert named[0]["id"] == "doc-a" and {**named[0], "id": 0} == _read(tmp_path / "out.jsonl")[0]
+
+
+def test_protect_texts_gives_the_records_of_protect_file(index: Path, tmp_path: Path) -> None:
+    protect_file(load_rewriter(index, 2, 3, None, None), _jsonl(tmp_path / "in.jsonl", TEXTS), tmp_path / "out.jsonl", progress=False)
+    records = protect_texts(index, TEXTS, k=2, arity=3)
+    assert records == _read(tmp_path / "out.jsonl")
+    assert all(r["protected"] and r["protected_under"]["arity"] == 3 for r in records)
+    assert protect_texts(CorpusIndex(index), TEXTS, k=2, arity=3, ids=["x", "y", "z"])[1]["id"] == "y"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda i: assess_texts(i, ["a", "b"], ids=["same", "same"]), "duplicate document id 'same'"),
+        (lambda i: assess_texts(i, ["a", "b"], ids=["one"]), "1 ids for 2 texts"),
+        (lambda i: assess_texts(i, ["a", 3]), "texts[1]: a text must be a string, got int"),
+        (lambda i: assess_texts(i, ["bad \ud800"]), "texts[0]: the text holds a lone UTF-16 surrogate"),
+        (lambda i: assess_texts(i, ["a"], ids=[1.5]), "must be a string or an integer"),
+        (lambda i: assess_texts(i, ["a"], k=1), "k must be an integer >= 2"),
+        (lambda i: protect_texts(i, ["a"], arity=4), "arity must be"),
+        (lambda i: protect_texts(i, ["a"], config="nope.cfg"), "config nope.cfg not found"),
+    ],
+)
+def test_bad_batches_are_refused_before_any_work(index: Path, call: Any, message: str) -> None:
+    with pytest.raises(InputError) as refused:
+        call(index)
+    assert message in str(refused.value)
+
+
+def test_the_key_is_compared_as_a_bearer_token_only() -> None:
+    key = ApiKey(KEY, "test")
+    assert key.accepts(f"Bearer {KEY}") and key.accepts(f"bearer {KEY}")
+    for header in (None, "", KEY, f"Basic {KEY}", f"Bearer {KEY}x", f"Bearer {KEY[:-1]}", "Bearer", f"Bearer \udcff{KEY}"):
+        assert not key.accepts(header), header
+    assert KEY not in repr(key)
+    with pytest.raises(InputError, match="at least 16"):
+        ApiKey("short", "test")
+
+
+def test_where_the_key_comes_from(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text(KEY + "\n", encoding="utf-8")
+    assert load_api_key(None, {}) is None
+    assert load_api_key(tmp_path / "key", {}).accepts(f"Bearer {KEY}")  # type: ignore[union-attr]
+    assert load_api_key(None, {"DELINK_API_KEY_FILE": str(tmp_path / "key")}).accepts(f"Bearer {KEY}")  # type: ignore[union-attr]
+    assert load_api_key(None, {"DELINK_API_KEY": KEY}).accepts(f"Bearer {KEY}")  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="keep one"):
+        load_api_key(tmp_path / "key", {"DELINK_API_KEY": KEY})
+    with pytest.raises(InputError, match="cannot read it"):
+        load_api_key(tmp_path / "missing", {})
+
+
+@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True),
+                                            ("localhost", True), ("0.0.0.0", False), ("::", False), ("10.0.0.1", False), ("example.org", False)])
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_a_server_without_a_key_stays_on_loopback(index: Path) -> None:
+    with pytest.raises(InputError, match="without an API key"):
+        ServeSettings(index=index, host="0.0.0.0")
+    assert ServeSettings(index=index, host="0.0.0.0", api_key=ApiKey(KEY, "test")).host == "0.0.0.0"
+
+
+def test_admission_holds_places_until_the_job_is_done() -> None:
+    admission = Admission(capacity=2, workers=1)
+    first, second = admission.enter(), admission.enter()
+    with pytest.raises(ApiError) as refused:
+        admission.enter()
+    assert refused.value.status == 429 and (refused.value.retry_after or 0) >= 1
+    job: Future[Any] = Future()
+    first.hand_over(job)
+    first.close()  # the request ended (client gone, deadline): its job still holds the place
+    second.close()
+    assert admission.inside == 1
+    job.set_result([])
+    assert admission.inside == 0
+
+
+def test_a_server_not_ready_answers_503(index: Path) -> None:
+    service = Service(ServeSettings(index=index, workers=1))
+    try:
+        with TestClient(create_app(service)) as client:
+            assert client.get("/healthz").status_code == 200
+            for response in (client.get("/readyz"), client.post("/v1/assess", json={"text": "a"})):
+                assert response.status_code == 503 and response.json()["error"]["code"] == "not_ready"
+                assert response.headers["retry-after"] == "1"
+            service.ready = True
+            assert client.get("/readyz").status_code == 200
+            assert client.post("/v1/assess", json={"text": "a"}).json()["records"][0]["id"] == 0
+    finally:
+        service.close()
+
+
+def test_cors_is_off_unless_configured(index: Path) -> None:
+    for origins, allowed in (((), None), (("https://review.example.org",), "https://review.example.org")):
+        service = Service(ServeSettings(index=index, workers=1, cors_origins=origins))
+        service.ready = True
+        try:
+            with TestClient(create_app(service)) as client:
+                preflight = client.options(
+                    "/v1/assess", headers={"Origin": "https://review.example.org", "Access-Control-Request-Method": "POST"}
+                )
+                assert preflight.headers.get("access-control-allow-origin") == allowed
+        finally:
+            service.close()
+
+
+def test_the_warm_up_text_links_at_every_arity(tmp_path: Path) -> None:
+    """The warm-up runs the masking and combination kernels only if its text links on its collection."""
+    IndexBuilder(LinkageRules()).build(iter(CORPUS), tmp_path / "index")
+    for arity in (1, 2, 3):
+        record = assess_texts(CorpusIndex(tmp_path / "index"), [TEXT], k=2, arity=arity)[0]
+        assert record["ngrams"] and record["anonymity"] == 1
+        assert bool(record["combinations"]) is (arity > 1)
