@@ -284,7 +284,7 @@ def _documents(count: int) -> Iterator[tuple[int, str]]:
 
 
 def test_failed_warm_up_is_the_builds_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(rules: LinkageRules) -> None:
+    def fail(rules: LinkageRules, readings: tuple[str, ...]) -> None:
         raise InputError("the warm-up failed")
 
     monkeypatch.setattr(shards, "warm_kernels", fail)
@@ -298,7 +298,7 @@ def test_corpus_error_while_warming_up_is_raised(tmp_path: Path, monkeypatch: py
     once the warm-up's thread is free (the warm-up here ends when the corpus is read)."""
     read = threading.Event()
 
-    def warm_until_read(rules: LinkageRules) -> None:
+    def warm_until_read(rules: LinkageRules, readings: tuple[str, ...]) -> None:
         assert read.wait(60)
 
     def corpus() -> Iterator[tuple[int, str]]:

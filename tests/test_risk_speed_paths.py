@@ -28,7 +28,7 @@ from spacy_delink.linkage.scores import risk_from_anonymity
 from spacy_delink.linkage.tokenize import LinkageRules
 
 RULES = LinkageRules(max_n=4)
-WORDS = ["farm", "river", "Mura", "sold", "the", "near", "Ljubljana", "1994", "naïve", "café", "x😀", "U.S"]
+WORDS = ["farm", "river", "Mura", "sold", "the", "near", "Ljubljana", "1994", "naïve", "café", "x😀", "U.S", "naive", "Sl\u00adovenia"]
 SEPARATORS = [" ", " ", " ", "  ", ", ", ". ", "\n", "-", "'s "]
 
 
@@ -46,23 +46,38 @@ def corpus_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], P
 
 
 def _expected(doc: Doc, corpus: list[str], k: int) -> tuple[list[Span], list[float], int | None]:
-    """The spans, token risks and anonymity by the plain path: the SPEC's brute force, one
-    ``Span`` per phrase (``char_span(..., "expand")``), the highest covering risk per token."""
-    oracle = spec_oracle.assess(corpus, doc.text, k, RULES.max_n)
+    """The spans, token risks and anonymity by the plain path: the SPEC's brute force under both
+    readings, one ``Span`` per distinct expanded range (``char_span(..., "expand")``) with the
+    smallest support of the phrases it covers and their readings, the highest covering risk per token."""
+    found: dict[tuple[int, int], tuple[Span, int, list[str]]] = {}
+    anonymities = []
+    for reading in ("exact", "search"):
+        oracle = spec_oracle.assess(corpus, doc.text, k, RULES.max_n, reading=reading)
+        if oracle["anonymity"] is not None:
+            anonymities.append(oracle["anonymity"])
+        for start, end, support in oracle["ngrams"]:
+            span = doc.char_span(start, end, label="NGRAM", alignment_mode="expand")
+            if span is None or not len(span):
+                continue
+            key = (span.start_char, span.end_char)
+            _, known, readings = found.get(key, (span, support, []))
+            found[key] = (span, min(known, support), readings + [reading] if reading not in readings else readings)
     spans, risks = [], [0.0] * len(doc)
-    for start, end, support in oracle["ngrams"]:
-        span = doc.char_span(start, end, label="NGRAM", alignment_mode="expand")
-        if span is None or not len(span):
-            continue
+    for key in sorted(found):
+        span, support, readings = found[key]
         span._.delink_support = support
+        span._.delink_readings = tuple(readings)
         spans.append(span)
         for i in range(span.start, span.end):
             risks[i] = max(risks[i], 1.0 / support)
-    return spans, risks, oracle["anonymity"]
+    return spans, risks, min(anonymities) if anonymities else None
 
 
 def _described(spans: list[Span] | SpanGroup) -> list[tuple[object, ...]]:
-    return [(s.start, s.end, s.start_char, s.end_char, s.label_, s.kb_id, s.id, s._.delink_support, s._.delink_risk) for s in spans]
+    return [
+        (s.start, s.end, s.start_char, s.end_char, s.label_, s.kb_id, s.id, s._.delink_support, s._.delink_risk, s._.delink_readings)
+        for s in spans
+    ]
 
 
 @pytest.mark.parametrize("k", [2, 3])

@@ -308,7 +308,9 @@ def warm_kernels(rules: LinkageRules, readings: Sequence[str] = DEFAULT_READINGS
     tok, counts, remaining, _ = _encode(reading_hashers(rules, bytes(KEY_BYTES), readings, 1 << 10), ["warm up warm up"])
     docs = np.repeat(np.arange(len(counts), dtype=np.uint32), counts)
     positions, keys = extend_level(np.arange(len(tok), dtype=np.uint32), tok, np.ones(len(tok), dtype=bool), remaining, tok, 2)
-    kernels.group([keys], [docs[positions]])
+    unique, df, postings, _ = kernels.group([keys], [docs[positions]])
+    if "search" in readings and "exact" in readings:  # a build with both readings stores twins once (``write_level``)
+        kernels.shared_twins(unique, df, postings)
 
 
 def emit_level(store: WorkStore, partition: int, level: int, doc_base: int, shard_bits: int) -> int:
