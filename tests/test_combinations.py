@@ -160,7 +160,7 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
     both.add_pipe("delink_risk", config={"index": str(tmp_path / "index"), "k": 2})
     doc = both("Slovenian. Farm. 1994.")
     assert [(s.text, s._.delink_support, s._.delink_readings) for s in doc.spans["linkable"]] == [
-        ("Slovenian. Farm. 1994", 1, ("search",))
+        ("Slovenian. Farm. 1994", 1, ["search"])
     ]
 
 

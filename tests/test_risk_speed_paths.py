@@ -66,7 +66,7 @@ def _expected(doc: Doc, corpus: list[str], k: int) -> tuple[list[Span], list[flo
     for key in sorted(found):
         span, support, readings = found[key]
         span._.delink_support = support
-        span._.delink_readings = tuple(readings)
+        span._.delink_readings = readings
         spans.append(span)
         for i in range(span.start, span.end):
             risks[i] = max(risks[i], 1.0 / support)
@@ -75,7 +75,7 @@ def _expected(doc: Doc, corpus: list[str], k: int) -> tuple[list[Span], list[flo
 
 def _described(spans: list[Span] | SpanGroup) -> list[tuple[object, ...]]:
     return [
-        (s.start, s.end, s.start_char, s.end_char, s.label_, s.kb_id, s.id, s._.delink_support, s._.delink_risk, s._.delink_readings)
+        (s.start, s.end, s.start_char, s.end_char, s.label_, s.kb_id, s.id, s._.delink_support, s._.delink_risk, list(s._.delink_readings))  # a DocBin gives a list back as a tuple
         for s in spans
     ]
 

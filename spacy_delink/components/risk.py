@@ -48,8 +48,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         aligned = align(doc, found["start"], found["end"])
         spans, support, bits = merge_aligned(aligned, found["support"][aligned.kept], found["readings"][aligned.kept])
         set_span_values(doc, "delink_support", spans.start_char, spans.end_char, support.tolist())
-        # tuples: what Doc.to_bytes and DocBin give back
-        set_span_values(doc, "delink_readings", spans.start_char, spans.end_char, [tuple(reading_names(b)) for b in bits.tolist()])
+        set_span_values(doc, "delink_readings", spans.start_char, spans.end_char, [reading_names(b) for b in bits.tolist()])
         doc.spans[self.spans_key] = spans.span_group(doc, self.spans_key, NGRAM_LABEL)
         set_token_risks(doc, spans.first, spans.stop, 1.0 / support)
         found_anonymity = [a for a in (analysis.anonymity() for analysis in analyses) if a is not None]
