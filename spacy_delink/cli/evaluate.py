@@ -30,6 +30,7 @@ def evaluate_command(
     """Measure linkage before/after protection (ours and tantivy), utility and semantic linkage; write a report."""
     from ..evaluate.job import evaluate_to_folder
     from ..evaluate.metrics import EvaluationSettings, parse_int_list
+    from ..evaluate.plots import plots_unavailable
     from ..linkage.combinations import check_arity
     from ..linkage.index import CorpusIndex
     from ..linkage.ngrams import check_k
@@ -63,6 +64,9 @@ def evaluate_command(
         typer.echo(f"note: semantic linkage not measured: {metrics['semantic']['reason']}", err=True)
     if not metrics["engine"]["available"]:
         typer.echo(f"note: independent engine not run: {metrics['engine']['reason']}", err=True)
+    missing_plots = plots_unavailable()
+    if missing_plots:
+        typer.echo(f"note: plots not drawn: {missing_plots}", err=True)
     disagreements = metrics["engine"]["decision_disagreements"]
     if disagreements:
         typer.echo(f"note: tantivy and our index disagree on {disagreements} decision(s); listed in the report", err=True)

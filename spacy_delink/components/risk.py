@@ -14,7 +14,7 @@ from spacy.tokens import Doc
 from ..linkage.ngrams import analyze
 from .alignment import align, set_span_values
 from .base import IndexedComponent, ScoreFunction
-from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
+from .extensions import record_anonymity, set_token_risks
 
 NGRAM_LABEL = "NGRAM"
 
@@ -47,39 +47,3 @@ class LinkageRiskAnnotator(IndexedComponent):
         set_token_risks(doc, aligned.first, aligned.stop, 1.0 / support)
         record_anonymity(doc, self.name, analysis.anonymity())
         return doc
-
-
-@Language.factory(
-    "delink_risk",
-    assigns=[
-        "doc.spans",
-        "doc._.delink_anonymity",
-        "doc._.delink_risk",
-        "span._.delink_support",
-        "span._.delink_risk",
-        "token._.delink_risk",
-    ],
-    default_config={
-        "index": "",
-        "k": 2,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "spans_key": "linkable",
-        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
-    },
-    default_score_weights=SCORE_WEIGHTS,
-)
-def make_risk_annotator(
-    nlp: Language,
-    name: str,
-    index: str,
-    k: int,
-    key_file: str | None,
-    verify: bool,
-    copy_index: bool,
-    spans_key: str,
-    scorer: Optional[ScoreFunction],
-) -> LinkageRiskAnnotator:
-    """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
-    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer)

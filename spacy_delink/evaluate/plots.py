@@ -1,18 +1,37 @@
-"""The evaluation's plots (matplotlib, Agg backend, PNG bytes): linkage vs k, anonymity, similarity, top-k."""
+"""The evaluation's plots (matplotlib, Agg backend, PNG bytes): linkage vs k, anonymity, similarity, top-k.
+
+matplotlib comes with the ``plots`` extra and is imported when a plot is drawn: without it
+the evaluation runs, writes its report without plots, and says so on one line.
+"""
 from __future__ import annotations
 
 import io
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from ..extras import missing_module
 
 _BEFORE, _AFTER = "#c0392b", "#2471a3"
 
 
+def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plots_unavailable() -> str | None:
+    """Why no plot can be drawn here (matplotlib missing), or None."""
+    if missing_module("plots") is None:
+        return None
+    return "matplotlib is not installed; install it with pip install 'spacy-delink[plots]'"
+
+
 def _png(figure: Any) -> bytes:
+    plt = _pyplot()
     buffer = io.BytesIO()
     figure.tight_layout()
     figure.savefig(buffer, format="png", dpi=96)
@@ -25,7 +44,7 @@ def linkage_plot(metrics: dict[str, Any]) -> bytes:
     cells = metrics["linkage"]
     arities = metrics["settings"]["arity"]
     ks = metrics["settings"]["k"]
-    figure, axes = plt.subplots(1, len(arities), figsize=(3.4 * len(arities), 3.0), sharey=True, squeeze=False)
+    figure, axes = _pyplot().subplots(1, len(arities), figsize=(3.4 * len(arities), 3.0), sharey=True, squeeze=False)
     for axis, arity in zip(axes[0], arities):
         rows = [c for c in cells if c["arity"] == arity]
         for version, colour in (("before", _BEFORE), ("after", _AFTER)):
@@ -53,7 +72,7 @@ def anonymity_plot(metrics: dict[str, Any]) -> bytes:
     cell = next(c for c in metrics["linkage"] if c["k"] == report["k"] and c["arity"] == report["arity"])
     labels = sorted({key for version in ("before", "after") if version in cell for key in cell[version]["anonymity"]},
                     key=lambda key: (key == "none", int(key) if key != "none" else 0))
-    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    figure, axis = _pyplot().subplots(figsize=(4.2, 3.0))
     width = 0.4
     for offset, (version, colour) in enumerate((("before", _BEFORE), ("after", _AFTER))):
         if version in cell:
@@ -67,7 +86,7 @@ def anonymity_plot(metrics: dict[str, Any]) -> bytes:
 
 
 def similarity_plot(values: list[float]) -> bytes:
-    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    figure, axis = _pyplot().subplots(figsize=(4.2, 3.0))
     axis.hist(values, bins=20, range=(min(0.0, min(values)), 1.0), color=_AFTER)
     axis.set_xlabel("cosine similarity, de-identified vs protected")
     axis.set_ylabel("documents")
@@ -75,7 +94,7 @@ def similarity_plot(values: list[float]) -> bytes:
 
 
 def topk_plot(semantic: dict[str, Any]) -> bytes:
-    figure, axis = plt.subplots(figsize=(4.2, 3.0))
+    figure, axis = _pyplot().subplots(figsize=(4.2, 3.0))
     names = ["top1", "top10"]
     width = 0.4
     for offset, (version, colour) in enumerate((("before", _BEFORE), ("after", _AFTER))):
@@ -91,7 +110,9 @@ def topk_plot(semantic: dict[str, Any]) -> bytes:
 
 
 def evaluation_plots(metrics: dict[str, Any]) -> dict[str, bytes]:
-    """File name → PNG bytes for every plot the metrics support."""
+    """File name → PNG bytes for every plot the metrics support (none without matplotlib)."""
+    if plots_unavailable():
+        return {}
     plots = {"linkage.png": linkage_plot(metrics), "anonymity.png": anonymity_plot(metrics)}
     semantic = metrics["semantic"]
     if semantic.get("available"):

@@ -55,24 +55,17 @@ import numpy as np
 from ..errors import InputError
 from ..rewrite.masking import stab  # the rewriter's own mask choice: a cover's cost is what it masks
 from .ngrams import occurrence_keys
+from .strategies import DEFAULT_STRATEGY, STRATEGIES, check_strategy  # noqa: F401  (re-exported: callers import them from here)
 
 if TYPE_CHECKING:
     from .attack import Detection
     from .combinations import CombinationAnalysis
 
-STRATEGIES = ("shortest", "min_cover", "optimal")
-DEFAULT_STRATEGY = "min_cover"
 COSTS = ("token", "span")
 #: Seconds the ``optimal`` integer program may take per pass before the best cover found is used.
 OPTIMAL_TIME_LIMIT_S = 10.0
 #: Rounds of the improvement step (each drops redundant picks, then tries the swaps).
 _IMPROVEMENT_ROUNDS = 8
-
-
-def check_strategy(strategy: str) -> str:
-    if strategy not in STRATEGIES:
-        raise InputError(f"flagging must be one of {', '.join(STRATEGIES)}, got {strategy!r}; see docs/flagging.md")
-    return strategy
 
 
 @dataclass(frozen=True)

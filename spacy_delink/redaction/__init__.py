@@ -9,12 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
+from ..extras import require_extra
+
+require_extra("redaction", "spacy_delink.redaction")  # torch, transformers, scikit-learn, SciPy: one line, not a deep ImportError
 
 _EXPORTS = {
     "attack_auc": "baselines",
     "logreg_word_weights": "baselines",
     "DelinkRedactor": "component",
-    "make_redactor": "component",
+    "make_redactor": ".plugin",  # registered with the other factories, in spacy_delink.plugin
     "DocTensorEmbedder": "embeddings",
     "TransformerEncoder": "embeddings",
     "PrivacySettings": "evaluation",
@@ -33,7 +36,8 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .baselines import attack_auc, logreg_word_weights
-    from .component import DelinkRedactor, make_redactor
+    from ..plugin import make_redactor
+    from .component import DelinkRedactor
     from .embeddings import DocTensorEmbedder, TransformerEncoder
     from .evaluation import PrivacySettings, plot_privacy_curve, privacy_curve
     from .privacy import (
