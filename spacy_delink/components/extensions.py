@@ -21,6 +21,7 @@ import numba as nb
 import numpy as np
 from spacy.tokens import Doc, Span, Token
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import DelinkError
 from ..linkage.scores import risk_from_anonymity
 

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
 from ..rewrite.masking import stab  # the rewriter's own mask choice: a cover's cost is what it masks
 from .ngrams import occurrence_keys

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Iterable
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+
 if TYPE_CHECKING:
     from ..linkage.attack import Detection
 
