@@ -11,8 +11,9 @@ cases in one run, and lists what the plugin made spaCy import:
 Prints JSON: the median of ``--runs`` processes per case of ``spacy.blank("en")`` after
 ``import spacy`` (where spaCy loads the entry points: the import itself is the same in
 both cases and only adds noise), their difference (target: at most 50 ms) and the modules
-only the plugin case imported. ``--check`` exits 1 when the plugin
-imports numba, llvmlite or a numba-using module of ours, or costs more than the limit.
+only the plugin case imported. ``--check`` (run by .ci/run) exits 1 when the plugin imports
+numba, llvmlite, an extra's package or a numba-using module of ours; the time is reported,
+not enforced there, as a busy CI machine's medians move by more than the limit.
 
     python benchmarks/bench_plugin_import.py --runs 10 > benchmarks/results/plugin_import.json
 """
@@ -90,7 +91,7 @@ def offending(modules: list[str]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10, help="fresh processes per case (median reported)")
-    parser.add_argument("--check", action="store_true", help="exit 1 on a forbidden import or a cost over the limit")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the plugin imports a forbidden module")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="delink-plugin-") as folder:
         metadata = checkout_metadata(Path(folder))
@@ -116,9 +117,9 @@ def main() -> None:
         "load_average_1min": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
     }
     print(json.dumps(report, indent=1))
-    if args.check and (report["forbidden_imports"] or report["plugin_cost_ms"] > LIMIT_MS):  # type: ignore[operator]
-        sys.exit(f"bench_plugin_import: the plugin costs {report['plugin_cost_ms']} ms (limit {LIMIT_MS}) "
-                 f"and imports {report['forbidden_imports'] or 'nothing forbidden'}")
+    if args.check and report["forbidden_imports"]:
+        sys.exit(f"bench_plugin_import: spacy.blank imports {report['forbidden_imports']} because of the plugin; "
+                 "import them inside the factories of spacy_delink/plugin.py")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Learned redaction (Gusain & Leith 2025): a trainable word ranker and a divergence-based privacy estimate.
 
-spaCy imports ``component`` (the ``delink_redactor`` factory) whenever it builds a pipeline,
-so nothing here loads scikit-learn, SciPy, torch or transformers before it is used: the
-names below load on first access, and the component imports its baselines when it trains.
+Everything here needs the ``redaction`` extra, checked on import (one line naming it). The
+``delink_redactor`` factory lives in ``spacy_delink.plugin``; the names below load on first
+access, and the component imports its baselines when it trains.
 """
 from __future__ import annotations
 
