@@ -1,8 +1,8 @@
 """The wheel ships numba's cache of the package's kernels, so a first run does not compile.
 
 setuptools reads everything else from pyproject.toml. After ``build_py`` has copied the
-package into the build folder, the sample quickstart (index, assess, protect, the three
-components in a pipeline) runs against that copy, and numba writes its cache beside the
+package into the build folder, the sample quickstart (index, assess, protect, evaluate on
+our own index, the three components in a pipeline) runs against that copy, and numba writes its cache beside the
 copied sources (``__pycache__/*.nbi``, ``*.nbc``), which the wheel then holds. numba keys
 each entry by the source's content, the signature and the CPU: on another CPU the entries
 do not match and the kernels compile once, announced (``spacy_delink/_kernels.py``).
@@ -61,6 +61,8 @@ for arity in ("1", "3"):
     delink("assess", "index", str(samples / "deidentified.jsonl"), "--arity", arity, "--output", f"assess{arity}.jsonl",
            "--html", f"report{arity}.html")
     delink("protect", "index", str(samples / "deidentified.jsonl"), "--arity", arity, "--output", f"protected{arity}.jsonl")
+delink("evaluate", "index", "--original", str(samples / "corpus.jsonl"), "--deidentified", str(samples / "deidentified.jsonl"),
+       "--protected", "protected3.jsonl", "--output", "evaluation", "--no-engine", "--no-semantic")
 texts = [json.loads(line)["text"] for line in (samples / "deidentified.jsonl").read_text("utf-8").splitlines()]
 nlp = spacy.blank("en")
 nlp.add_pipe("delink_risk", config={"index": "index"})
