@@ -5,8 +5,8 @@ and extras), tests/ and benchmarks/ (the test extra). A third-party module impor
 package must be a runtime dependency or in an extra; every runtime dependency and every
 package of an extra must be imported somewhere; a test dependency must be imported by the
 tests or the benchmarks. A package that only an extra installs may be imported at the top
-of a module only inside a companion package guarded by ``require_extra`` in its
-``__init__``; everywhere else, inside the function that needs it, so the core imports
+of a module only where that module (or its package's ``__init__``) first calls
+``require_extra``; everywhere else, inside the function that needs it, so the core imports
 without it. Needs no installed package: import names map to distribution names by PEP 503
 normalization plus the aliases below. Exits 1 with one line per problem.
 """
@@ -86,23 +86,23 @@ def _module_level_imports(tree: ast.Module) -> list[str]:
     return found
 
 
-def _guarded_packages(package: Path) -> list[Path]:
-    """Companion packages whose ``__init__`` calls ``require_extra`` before anything else is imported."""
+def _guarded(package: Path) -> list[Path]:
+    """Modules, and packages by their ``__init__``, that call ``require_extra`` at the top (one line naming the extra)."""
     guarded = []
-    for init in package.rglob("__init__.py"):
-        tree = ast.parse(init.read_text(encoding="utf-8"))
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         calls = [n for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
         if any(getattr(call.value.func, "id", "") == "require_extra" for call in calls):  # type: ignore[attr-defined]
-            guarded.append(init.parent)
+            guarded.append(path.parent if path.name == "__init__.py" else path)
     return guarded
 
 
 def eager_optional_imports(package: Path, optional_only: set[str]) -> list[str]:
     """Problems: optional packages imported at the top of a module the core may import."""
-    guarded = _guarded_packages(package)
+    guarded = _guarded(package)
     problems = []
     for path in sorted(package.rglob("*.py")):
-        if any(folder in path.parents for folder in guarded):
+        if any(place == path or place in path.parents for place in guarded):
             continue
         for module in _module_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
             name = normalize(ALIASES.get(module.split(".")[0], module.split(".")[0]))

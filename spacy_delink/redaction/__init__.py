@@ -1,17 +1,15 @@
 """Learned redaction (Gusain & Leith 2025): a trainable word ranker and a divergence-based privacy estimate.
 
-Everything here needs the ``redaction`` extra, checked on import (one line naming it). The
-``delink_redactor`` factory lives in ``spacy_delink.plugin``; the names below load on first
-access, and the component imports its baselines when it trains.
+The ``delink_redactor`` factory lives in ``spacy_delink.plugin``; the names below load on
+first access, and the component imports its baselines when it trains. ``embeddings`` (shared
+with the semantic checks) imports torch when used; ``privacy`` and ``baselines`` need the
+``redaction`` extra and say so on import, in one line.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from ..extras import require_extra
-
-require_extra("redaction", "spacy_delink.redaction")  # torch, transformers, scikit-learn, SciPy: one line, not a deep ImportError
 
 _EXPORTS = {
     "attack_auc": "baselines",
