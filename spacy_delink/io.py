@@ -4,7 +4,6 @@ Inputs may also be URLs (``urls.py``): the readers below take either.
 """
 from __future__ import annotations
 
-import fcntl
 import gzip
 import json
 import os
@@ -15,7 +14,7 @@ import sys
 import tempfile
 import zlib
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -238,32 +237,29 @@ def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path
 
 @contextmanager
 def file_lock(path: str | Path, wait: bool, busy_message: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if needed, removed on release).
+    """Hold an exclusive lock on ``path`` (created if needed, removed on release), on every OS.
 
-    Without ``wait``, a lock held by another process raises ``InputError(busy_message)``.
-    The file is removed while still locked; a waiter that then wins the stale inode sees
-    that the path no longer names it and locks the path afresh, so two holders never overlap.
+    Without ``wait``, a lock held by another process (or another holder in this one) raises
+    ``InputError(busy_message)``. ``filelock`` takes an ``flock`` on POSIX and a ``LockFileEx``
+    lock on Windows, opens without following a symlink, and retries when the inode it locked
+    was unlinked meanwhile: the file is removed while still held, so a waiter that then wins
+    the stale inode locks the path afresh and two holders never overlap. It is imported here,
+    when a lock is taken, not by every command that imports this module.
     """
+    from filelock import FileLock, Timeout
+
     path = Path(path)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise InputError(busy_message) from None
-        try:
-            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
+    lock = FileLock(path, mode=0o600, blocking=wait)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise InputError(busy_message) from None
     try:
         yield
     finally:
-        path.unlink(missing_ok=True)
-        os.close(fd)
+        with suppress(OSError):  # Windows cannot remove an open file; filelock removes it there on release
+            path.unlink()
+        lock.release()
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:

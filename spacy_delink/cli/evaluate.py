@@ -35,6 +35,7 @@ def evaluate_command(
     from ..evaluate.job import evaluate_to_folder
     from ..evaluate.metrics import EvaluationSettings, parse_int_list
     from ..io import is_stdio, output_lock
+    from ..evaluate.plots import plots_unavailable
     from ..linkage.combinations import check_arity
     from ..linkage.index import CorpusIndex
     from ..linkage.ngrams import check_k
@@ -74,6 +75,9 @@ def evaluate_command(
         typer.echo(f"note: semantic linkage not measured: {metrics['semantic']['reason']}", err=True)
     if not metrics["engine"]["available"]:
         typer.echo(f"note: independent engine not run: {metrics['engine']['reason']}", err=True)
+    missing_plots = plots_unavailable()
+    if missing_plots:
+        typer.echo(f"note: plots not drawn: {missing_plots}", err=True)
     disagreements = metrics["engine"]["decision_disagreements"]
     if disagreements:
         typer.echo(f"note: tantivy and our index disagree on {disagreements} decision(s); listed in the report", err=True)

@@ -26,6 +26,9 @@ def train_redactor_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output folder."),
 ) -> None:
     """Train the delink_redactor (Gusain & Leith 2025) and save it as a loadable spaCy pipeline."""
+    from ..extras import require_extra
+
+    require_extra("redaction", "delink train-redactor")
     import spacy
 
     from ..errors import InputError
@@ -83,6 +86,10 @@ def redaction_privacy_command(
 ) -> None:
     """ε of redacted texts against redaction level per method (Figure 2 of Gusain & Leith), plus attack AUC."""
     import json
+
+    from ..extras import require_extra
+
+    require_extra("redaction", "delink redaction-privacy")
 
     import spacy
 

@@ -34,6 +34,9 @@ def setanon_command(
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid JSON lines."),
 ) -> None:
     """k-anonymity (or k^m-anonymity) for set-valued records (query logs, baskets, keyword sets) with few item changes."""
+    from ..extras import require_extra
+
+    require_extra("setvalued", "delink setanon")
     from ..setvalued.command import setanon_file
 
     summary = setanon_file(

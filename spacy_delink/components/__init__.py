@@ -1,5 +1,7 @@
-"""spaCy factories only: ``delink_risk``, ``delink_combinations``, ``delink_rewriter``.
+"""The spaCy components ``delink_risk``, ``delink_combinations``, ``delink_rewriter``, ``delink_semantic_risk``.
 
-``base`` holds what the index-backed components share (lazy index, serialization) and
-``extensions`` the ``._.delink_*`` attributes they write.
+Their factories are registered in ``spacy_delink.plugin``, which spaCy imports for every
+pipeline; it imports these modules only when a component is built. ``base`` holds what the
+index-backed components share (lazy index, serialization) and ``extensions`` the
+``._.delink_*`` attributes they write.
 """

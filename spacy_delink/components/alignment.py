@@ -20,6 +20,7 @@ import numpy as np
 from spacy.attrs import ORTH, SPACY  # type: ignore[import-not-found]  # a Cython module without stubs
 from spacy.tokens import Doc, Span, SpanGroup
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from .extensions import EXTENSION_MARK
 
 

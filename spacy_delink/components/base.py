@@ -39,6 +39,7 @@ from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.keys import KEY_ENV, resolve_key_path
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
+from ..plugin import ScoreFunction
 from .alignment import DocText
 from .extensions import register_extensions
 
@@ -47,8 +48,6 @@ if TYPE_CHECKING:
 
 #: The component folder's only data: the copied index (``copy_index = true``).
 COPIED_INDEX_DIR = "index"
-#: What a ``scorer`` setting resolves to (``Examples -> scores``), as in spaCy's own pipes.
-ScoreFunction = Callable[..., dict[str, Any]]
 
 
 class IndexedComponent(ABC):

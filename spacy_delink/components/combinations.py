@@ -11,19 +11,18 @@ from typing import Any, Optional, Sequence
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
-from ..claims import THREAT_MODEL_ARITY
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
-from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
 from ..linkage.readings import DEFAULT_READINGS
+from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
+from ..plugin import REPHRASE_SPANS
 from .alignment import expanded_spans, set_span_values
 from .base import IndexedComponent, ScoreFunction
-from .extensions import SCORE_WEIGHTS, record_anonymity
+from .extensions import record_anonymity
 
 COMBO_LABEL = "COMBO"
 REPHRASE_LABEL = "REPHRASE"
 COMBINATION_SPANS = "linkable_combinations"
-REPHRASE_SPANS = "to_rephrase"
 
 
 class CombinationDetector(IndexedComponent):
@@ -98,48 +97,3 @@ class CombinationDetector(IndexedComponent):
         doc.spans[REPHRASE_SPANS] = [span for span in rephrase if span is not None]
         record_anonymity(doc, self.name, detection.anonymity)
         return doc
-
-
-@Language.factory(
-    "delink_combinations",
-    assigns=[
-        "doc.spans",
-        "doc._.delink_anonymity",
-        "doc._.delink_risk",
-        "doc._.delink_combinations",
-        "doc._.delink_combination_linkable",
-        "span._.delink_support",
-        "span._.delink_combinations",
-    ],
-    default_score_weights=SCORE_WEIGHTS,
-    default_config={
-        "index": "",
-        "k": 2,
-        "arity": THREAT_MODEL_ARITY,
-        "max_combinations": 1000,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
-        "flagging": DEFAULT_STRATEGY,
-        "readings": list(DEFAULT_READINGS),
-    },
-)
-def make_combination_detector(
-    nlp: Language,
-    name: str,
-    index: str,
-    k: int,
-    arity: int,
-    max_combinations: int,
-    key_file: str | None,
-    verify: bool,
-    copy_index: bool,
-    scorer: Optional[ScoreFunction],
-    flagging: str,
-    readings: list[str],
-) -> CombinationDetector:
-    """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
-    return CombinationDetector(
-        nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index, scorer, flagging=flagging, readings=readings
-    )

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 import numba as nb
 import numpy as np
 from spacy.tokens import Doc, Span, Token
-from spacy.util import registry
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import DelinkError
 from ..linkage.scores import risk_from_anonymity
 
@@ -170,17 +170,3 @@ def linkage_score(examples: Iterable["Example"], **_: Any) -> dict[str, float | 
             None if all(value is None for value in protected) else sum(value is True for value in protected) / len(docs)
         ),
     }
-
-
-@registry.scorers("spacy_delink.linkage_scorer.v1")
-def make_linkage_scorer() -> Callable[..., dict[str, float | None]]:
-    """The scorer of every delink component (``scorer = {"@scorers": "spacy_delink.linkage_scorer.v1"}``)."""
-    return linkage_score
-
-
-#: The scores ``linkage_score`` reports, shown (not weighted) in training logs.
-SCORE_WEIGHTS: dict[str, float | None] = {
-    "delink_linkable_share": None,
-    "delink_mean_risk": None,
-    "delink_protected_share": None,
-}

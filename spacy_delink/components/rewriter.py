@@ -14,10 +14,9 @@ from spacy.tokens import Doc
 from spacy_llm.pipeline.llm import LLMWrapper
 from spacy_llm.ty import validate_type_consistency
 
-from ..claims import THREAT_MODEL_ARITY
 from ..errors import InputError
 from ..linkage.attack import Detection, detect
-from ..linkage.cover import DEFAULT_STRATEGY, check_strategy
+from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
 from ..linkage.combinations import check_arity
 from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
@@ -26,7 +25,7 @@ from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
 from .base import IndexedComponent, ScoreFunction
-from .extensions import SCORE_WEIGHTS, carry_over, record_anonymity
+from .extensions import carry_over, record_anonymity
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
 FACTORY = "delink_rewriter"
@@ -237,70 +236,3 @@ class DelinkRewriter(IndexedComponent):
         counts: Counter[str] = Counter({k: v for k, v in model_stats.items() if k.startswith("failed_") and v})
         counts.update({k: v for k, v in self.stats.items() if k.startswith("rejected_") and v})
         return counts
-
-
-@Language.factory(
-    FACTORY,
-    assigns=[
-        "doc._.delink_source",
-        "doc._.delink_passes",
-        "doc._.delink_edits",
-        "doc._.delink_protected",
-        "doc._.delink_anonymity",
-        "doc._.delink_risk",
-    ],
-    retokenizes=True,  # a new Doc on the rewritten text (see extensions.carry_over)
-    default_score_weights=SCORE_WEIGHTS,
-    default_config={
-        "index": "",
-        "k": 2,
-        "arity": THREAT_MODEL_ARITY,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "max_passes": 5,
-        "granularity": "token",
-        "mask": "[REDACTED]",
-        "task": {"@llm_tasks": "spacy_delink.Rewrite.v1"},
-        "model": {"@llm_models": "spacy_delink.Mask.v1"},
-        "cache_dir": "auto",
-        "cache_batch_size": 1,
-        "require_llm": False,
-        "keep_source": False,
-        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
-        "flagging": DEFAULT_STRATEGY,
-        "threads": 0,
-        "readings": list(DEFAULT_READINGS),
-    },
-)
-def make_rewriter(
-    nlp: Language,
-    name: str,
-    index: str,
-    k: int,
-    arity: int,
-    key_file: Optional[str],
-    verify: bool,
-    copy_index: bool,
-    max_passes: int,
-    granularity: str,
-    mask: str,
-    task: RewriteTask,
-    model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
-    cache_dir: Optional[str],
-    cache_batch_size: int,
-    require_llm: bool,
-    keep_source: bool,
-    scorer: Optional[ScoreFunction],
-    flagging: str,
-    threads: int,
-    readings: list[str],
-) -> DelinkRewriter:
-    """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
-    return DelinkRewriter(
-        nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
-        cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
-        threads=threads, readings=readings,
-    )
-
-

@@ -17,7 +17,7 @@ from ..linkage.ngrams import analyze, minimal_across, reading_names
 from ..linkage.readings import DEFAULT_READINGS
 from .alignment import align, merge_aligned, set_span_values
 from .base import IndexedComponent, ScoreFunction
-from .extensions import SCORE_WEIGHTS, record_anonymity, set_token_risks
+from .extensions import record_anonymity, set_token_risks
 
 NGRAM_LABEL = "NGRAM"
 
@@ -54,42 +54,3 @@ class LinkageRiskAnnotator(IndexedComponent):
         found_anonymity = [a for a in (analysis.anonymity() for analysis in analyses) if a is not None]
         record_anonymity(doc, self.name, min(found_anonymity) if found_anonymity else None)
         return doc
-
-
-@Language.factory(
-    "delink_risk",
-    assigns=[
-        "doc.spans",
-        "doc._.delink_anonymity",
-        "doc._.delink_risk",
-        "span._.delink_support",
-        "span._.delink_risk",
-        "span._.delink_readings",
-        "token._.delink_risk",
-    ],
-    default_config={
-        "index": "",
-        "k": 2,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "spans_key": "linkable",
-        "scorer": {"@scorers": "spacy_delink.linkage_scorer.v1"},
-        "readings": list(DEFAULT_READINGS),
-    },
-    default_score_weights=SCORE_WEIGHTS,
-)
-def make_risk_annotator(
-    nlp: Language,
-    name: str,
-    index: str,
-    k: int,
-    key_file: str | None,
-    verify: bool,
-    copy_index: bool,
-    spans_key: str,
-    scorer: Optional[ScoreFunction],
-    readings: list[str],
-) -> LinkageRiskAnnotator:
-    """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
-    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer, readings)

@@ -26,10 +26,10 @@ from ..errors import InputError
 from ..linkage.index import open_index
 from ..semantic.encoder import DocumentEncoder
 from ..semantic.index import EmbeddingIndex
+from ..plugin import SEMANTIC_ATTRIBUTES as ATTRIBUTES
 from .extensions import register
 
 FACTORY = "delink_semantic_risk"
-ATTRIBUTES = ("delink_nearest_id", "delink_nearest_number", "delink_nearest_similarity", "delink_nearest_margin")
 SEARCHES = ("auto", "exact", "ann")
 
 
@@ -127,32 +127,3 @@ class SemanticRiskAnnotator:
         state = dict(self.__dict__)
         state["_embeddings"] = state["_encoder"] = None  # memory maps and models reload in workers
         return state
-
-
-@Language.factory(
-    FACTORY,
-    assigns=[f"doc._.{name}" for name in ATTRIBUTES],
-    requires=[],
-    default_config={
-        "index": "",
-        "embeddings": None,
-        "key_file": None,
-        "verify": True,
-        "model": None,
-        "search": "auto",
-        "batch_size": 32,
-    },
-)
-def make_semantic_risk(
-    nlp: Language,
-    name: str,
-    index: str,
-    embeddings: Optional[str],
-    key_file: Optional[str],
-    verify: bool,
-    model: Optional[str],
-    search: str,
-    batch_size: int,
-) -> SemanticRiskAnnotator:
-    """``nlp.add_pipe("delink_semantic_risk", config={"index": "path/to/index"})`` (embeddings beside it)."""
-    return SemanticRiskAnnotator(nlp, name, index, embeddings, key_file, verify, model, search, batch_size)

@@ -1,7 +1,8 @@
 """The reports' plots (matplotlib, Agg backend, PNG bytes): linkage vs k, anonymity, similarity, top-k.
 
-matplotlib is imported when a plot is drawn, not with this module: without it the reports
-are still written and say, in words, that the plots were not drawn (``plots_unavailable``).
+matplotlib comes with the ``plots`` extra and is imported when a plot is drawn, not with
+this module: without it the reports are still written and say, in words, that the plots
+were not drawn (``plots_unavailable``).
 """
 from __future__ import annotations
 
@@ -9,19 +10,20 @@ import io
 from collections import Counter
 from typing import Any, Iterable
 
+from ..extras import missing_module
+
 _BEFORE, _AFTER = "#c0392b", "#2471a3"
 
 
 def plots_unavailable() -> str | None:
     """Why no plot can be drawn here (matplotlib missing), or None."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as err:
-        return f"plots need matplotlib ({err}); install it with pip install 'spacy-delink[plots]' (or pip install matplotlib)"
-    return None
+    if missing_module("plots") is None:
+        return None
+    return "matplotlib is not installed; install it with pip install 'spacy-delink[plots]'"
 
 
 def _pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display), imported on first use."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -146,7 +148,9 @@ def topk_plot(semantic: dict[str, Any]) -> bytes:
 
 
 def evaluation_plots(metrics: dict[str, Any]) -> dict[str, bytes]:
-    """File name → PNG bytes for every plot the metrics support."""
+    """File name → PNG bytes for every plot the metrics support (none without matplotlib)."""
+    if plots_unavailable():
+        return {}
     plots = {"linkage.png": linkage_plot(metrics), "anonymity.png": anonymity_plot(metrics)}
     semantic = metrics["semantic"]
     if semantic.get("available"):

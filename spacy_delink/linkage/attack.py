@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .index import CorpusIndex

@@ -18,6 +18,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+
 _U1 = np.uint64(1)
 
 

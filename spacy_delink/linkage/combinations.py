@@ -50,6 +50,7 @@ from typing import Any, Mapping
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
 from .bits import popcount
 from .index import CorpusIndex

@@ -52,10 +52,12 @@ from typing import Any, Callable, Protocol, Sequence
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
-from .stabbing import stab  # the rewriter's own mask choice: a cover's cost is what it masks
 from .combinations import CombinationAnalysis
 from .ngrams import LinkageAnalysis, occurrence_keys
+from .stabbing import stab  # the rewriter's own mask choice: a cover's cost is what it masks
+from .strategies import DEFAULT_STRATEGY, STRATEGIES, check_strategy  # noqa: F401  (re-exported: callers import them from here)
 from .units import Units
 
 
@@ -75,19 +77,11 @@ class Detected(Protocol):
     @property
     def units(self) -> Units: ...
 
-STRATEGIES = ("shortest", "min_cover", "optimal")
-DEFAULT_STRATEGY = "min_cover"
 COSTS = ("token", "span")
 #: Seconds the ``optimal`` integer program may take per pass before the best cover found is used.
 OPTIMAL_TIME_LIMIT_S = 10.0
 #: Rounds of the improvement step (each drops redundant picks, then tries the swaps).
 _IMPROVEMENT_ROUNDS = 8
-
-
-def check_strategy(strategy: str) -> str:
-    if strategy not in STRATEGIES:
-        raise InputError(f"flagging must be one of {', '.join(STRATEGIES)}, got {strategy!r}; see docs/flagging.md")
-    return strategy
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ query for a reading it does not hold is refused, never answered from another.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..errors import InputError
-from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
+
+if TYPE_CHECKING:  # the tokenizers load compiled kernels: imported when one is made, not with the names
+    from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
 READINGS = ("exact", "search")
 #: Both readings: SPEC §8's default for building, querying and deciding "protected".
@@ -36,8 +38,10 @@ def check_readings(readings: Iterable[str] | str) -> tuple[str, ...]:
     return tuple(r for r in READINGS if r in names)
 
 
-def tokenizer_for(reading: str, rules: LinkageRules) -> Tokenizer | SearchTokenizer:
+def tokenizer_for(reading: str, rules: "LinkageRules") -> "Tokenizer | SearchTokenizer":
     """The tokenizer of one reading under the index's rules."""
+    from .tokenize import SearchTokenizer, Tokenizer
+
     return Tokenizer(rules) if reading == "exact" else SearchTokenizer(rules)
 
 

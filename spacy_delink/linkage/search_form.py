@@ -51,6 +51,7 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 #: Default_Ignorable_Code_Point (Unicode DerivedCoreProperties), inclusive ranges.
 DEFAULT_IGNORABLE_RANGES: tuple[tuple[int, int], ...] = (
     (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 _END_SPAN = np.int64((1 << 32) - 1)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import numba as nb
 import numpy as np
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
 from .search_form import fold_codes, fold_table
 

@@ -1,8 +1,9 @@
 """Learned redaction (Gusain & Leith 2025): a trainable word ranker and a divergence-based privacy estimate.
 
-spaCy imports ``component`` (the ``delink_redactor`` factory) whenever it builds a pipeline,
-so nothing here loads scikit-learn, SciPy, torch or transformers before it is used: the
-names below load on first access, and the component imports its baselines when it trains.
+The ``delink_redactor`` factory lives in ``spacy_delink.plugin``; the names below load on
+first access, and the component imports its baselines when it trains. ``embeddings`` (shared
+with the semantic checks) imports torch when used; ``privacy`` and ``baselines`` need the
+``redaction`` extra and say so on import, in one line.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _EXPORTS = {
     "attack_auc": "baselines",
     "logreg_word_weights": "baselines",
     "DelinkRedactor": "component",
-    "make_redactor": "component",
+    "make_redactor": ".plugin",  # registered with the other factories, in spacy_delink.plugin
     "DocTensorEmbedder": "embeddings",
     "TransformerEncoder": "embeddings",
     "PrivacySettings": "evaluation",
@@ -33,7 +34,8 @@ _EXPORTS = {
 
 if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .baselines import attack_auc, logreg_word_weights
-    from .component import DelinkRedactor, make_redactor
+    from ..plugin import make_redactor
+    from .component import DelinkRedactor
     from .embeddings import DocTensorEmbedder, TransformerEncoder
     from .evaluation import PrivacySettings, plot_privacy_curve, privacy_curve
     from .privacy import (

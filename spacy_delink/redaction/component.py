@@ -40,32 +40,6 @@ register(Token, "delink_redaction_score")
 register(Doc, "delink_redacted_text")
 
 
-@Language.factory(
-    "delink_redactor",
-    assigns=["token._.delink_redaction_score", "doc.spans", "doc._.delink_redacted_text"],
-    default_config={
-        "method": "ranker",
-        "fraction": 0.2,
-        "embedder": "minilm",
-        "model_path": None,
-        "mask_token": "[MASK]",
-        "seed": 0,
-    },
-)
-def make_redactor(
-    nlp: Language,
-    name: str,
-    method: str,
-    fraction: float,
-    embedder: str,
-    model_path: str | None,
-    mask_token: str,
-    seed: int,
-) -> "DelinkRedactor":
-    """Build a redactor; ``ranker`` and ``logreg`` need ``initialize`` (or ``fit``) before use."""
-    return DelinkRedactor(nlp, name, method, fraction, embedder, model_path, mask_token, seed)
-
-
 def texts_from_jsonl(path: str | Path, text_field: str = "text") -> list[str]:
     """The ``text_field`` strings of a JSONL file, naming file and record on a missing field."""
     texts = []

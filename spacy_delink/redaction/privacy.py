@@ -28,7 +28,12 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 import numpy as np
-from scipy.optimize import brentq
+
+from ..extras import require_extra
+
+require_extra("redaction", "the redaction ε estimate")  # before SciPy's own ImportError
+
+from scipy.optimize import brentq  # noqa: E402
 from scipy.spatial import cKDTree
 from scipy.stats import ncf
 from sklearn.decomposition import PCA

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Iterable
 from ..linkage.cover import cover_rarity
 from ..linkage.stabbing import stab
 
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+
 if TYPE_CHECKING:
     from ..linkage.attack import Detection
 

@@ -7,6 +7,10 @@ notion; a reviewer's baseline and a frequent-itemset utility measure to judge th
 """
 from __future__ import annotations
 
+from ..extras import require_extra
+
+require_extra("setvalued", "spacy_delink.setvalued")  # SciPy and scikit-learn: before an ImportError from deep inside
+
 from .bounds import LowerBound, exact_anonymization, lower_bound, lower_bounds, nearest_frequent_sets, random_groups
 from .core import SetAnonymization, anonymize_sets, make_buckets, publish, verify_k_anonymous
 from .km import anonymize_km, km_level, verify_km_anonymous

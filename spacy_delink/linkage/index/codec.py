@@ -48,6 +48,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from ... import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..bits import popcount, prefetch, select, trailing_zeros
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence, Union
 import numba as nb
 import numpy as np
 
+from ... import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..bits import prefetch
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numba as nb
 import numpy as np
 
+from ... import _kernels  # noqa: F401  (announces a compile of these kernels)
 from . import codec
 from .format import PACKED_PARTS, part_fields
 from .kernels import TWIN

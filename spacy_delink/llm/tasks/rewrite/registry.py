@@ -1,16 +1,12 @@
-"""``spacy_delink.Rewrite.v1``: the registered factory and its few-shot examples file."""
+"""The files of ``spacy_delink.Rewrite.v1``: its few-shot examples and prompt template (the factory is in ``spacy_delink.plugin``)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy_llm.registry import registry
-
-from ....components.combinations import REPHRASE_SPANS
 from ....errors import InputError
 from ....io import JsonlStats, read_jsonl
-from .content import SimilarityCheck
-from .task import DEFAULT_TEMPLATE, SPAN_CLOSE, SPAN_OPEN, RewriteTask
+from .task import SPAN_CLOSE, SPAN_OPEN
 
 #: Shipped inside the package, so a wheel install finds it.
 DEFAULT_EXAMPLES = Path(__file__).with_name("examples.jsonl")
@@ -44,32 +40,3 @@ def read_template(path: str | Path) -> str:
     if missing:
         raise InputError(f"prompt template {path}: must contain {', '.join(missing)} (the span markers and the mask)")
     return text.rstrip("\n")
-
-
-@registry.llm_tasks("spacy_delink.Rewrite.v1")
-def make_rewrite_task(
-    examples: Optional[str] = None,
-    context: str = "sentence",
-    window: int = 30,
-    spans_per_prompt: int = 20,
-    template: Optional[str] = None,
-    spans_key: str = REPHRASE_SPANS,
-    min_similarity: Optional[float] = None,
-    similarity_model: Optional[str] = None,
-) -> RewriteTask:
-    """Rewrite task; ``examples`` defaults to the shipped ``examples.jsonl`` beside this module.
-
-    ``spans_key``: the span group to rewrite when the task runs in a plain ``llm`` component.
-    ``min_similarity``: refuse replacements whose context embedding falls below this cosine
-    (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
-    folder instead of the shipped all-MiniLM-L6-v2.
-    """
-    return RewriteTask(
-        read_examples(examples or DEFAULT_EXAMPLES),
-        context,
-        window,
-        spans_per_prompt,
-        read_template(template or DEFAULT_TEMPLATE),
-        spans_key,
-        SimilarityCheck.from_settings(min_similarity, similarity_model),
-    )
