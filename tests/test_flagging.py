@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 
 import spec_oracle
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.attack import Detection, detect
+from spacy_delink.linkage.attack import Detection
+from spacy_delink.linkage.attack import detect as detect_readings
 from spacy_delink.linkage import cover
 from spacy_delink.linkage.cover import STRATEGIES, check_strategy
 from spacy_delink.linkage.index import CorpusIndex
@@ -22,6 +24,13 @@ from spacy_delink.rewrite.masking import mask_ranges
 from test_combinations import build, phrase_texts
 
 MASK = "[REDACTED]"
+
+
+def detect(*args: Any, **kwargs: Any) -> Detection:
+    """The strategies under the exact reading, where the hand-made covers below are worked out
+    (one phrase per "."-separated piece); the joint cover of both readings is tested in
+    tests/test_search_reading.py."""
+    return detect_readings(*args, readings=("exact",), **kwargs)
 
 
 def protect(index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token") -> RewriteResult:

@@ -452,10 +452,12 @@ def test_protect_command_resumes_and_repairs(index_path: Path, tmp_path: Path) -
     lines = out.read_text().splitlines()
     first = json.loads(lines[0])
     assert set(first) == {
-        "id", "text", "protected", "passes", "edits", "linkage_risk_before", "linkage_risk_after", "protected_under"
+        "id", "text", "protected", "passes", "edits", "linkage_risk_before", "linkage_risk_after", "protected_under", "input_digest"
     }
     under = first["protected_under"]
-    assert (under["index"], under["documents"], under["k"], under["arity"]) == (open_index(index_path).manifest["key_id"], len(CORPUS), K, 1)
+    assert (under["index"], under["documents"], under["k"], under["arity"], under["readings"]) == (
+        open_index(index_path).manifest["key_id"], len(CORPUS), K, 1, ["exact", "search"]
+    )
     assert len(under["rules"]) == 16 and int(under["rules"], 16) >= 0  # a digest of the index's linkage rules
     assert first["protected"] and first["linkage_risk_before"] == 1.0 and first["linkage_risk_after"] == 0.0
     # A crash mid-write: two complete lines and half of the third.
