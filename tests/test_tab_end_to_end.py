@@ -33,17 +33,21 @@ def tab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     srsly.write_jsonl(tmp / "input.jsonl", [{"id": i, "text": t} for i, t in inputs])
     result = CliRunner().invoke(app, ["index", str(tmp / "corpus.jsonl"), "--output", str(tmp / "index")])
     assert result.exit_code == 0, result.output
-    wanted = {o[2] for _, text in inputs for o in spec_oracle.occurrences(text, 8)}
-    oracle_index = spec_oracle.postings([t for _, t in corpus], 8, only=wanted)
-    return {"tmp": tmp, "corpus": corpus, "inputs": inputs, "oracle_index": oracle_index}
+    oracle_indexes = {}
+    for reading in ("exact", "search"):
+        wanted = {o[2] for _, text in inputs for o in spec_oracle.occurrences(text, 8, reading)}
+        oracle_indexes[reading] = spec_oracle.postings([t for _, t in corpus], 8, only=wanted, reading=reading)
+    return {"tmp": tmp, "corpus": corpus, "inputs": inputs, "oracle_index": oracle_indexes["exact"], "oracle_indexes": oracle_indexes}
 
 
+@pytest.mark.parametrize("reading", ["exact", "search"])
 @pytest.mark.parametrize("k", [2, 5])
-def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int) -> None:
+def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int, reading: str) -> None:
     tmp: Path = tab["tmp"]  # type: ignore[assignment]
-    out = tmp / f"out-{k}.jsonl"
+    out = tmp / f"out-{k}-{reading}.jsonl"
     result = CliRunner().invoke(
-        app, ["assess", str(tmp / "index"), str(tmp / "input.jsonl"), "--k", str(k), "--output", str(out), "--html", str(tmp / "r.html")]
+        app, ["assess", str(tmp / "index"), str(tmp / "input.jsonl"), "--k", str(k), "--arity", "1", "--readings", reading,
+              "--output", str(out), "--html", str(tmp / "r.html")]
     )
     assert result.exit_code == 0, result.output
     records = list(srsly.read_jsonl(out))
@@ -52,13 +56,14 @@ def test_assess_agrees_with_the_spec(tab: dict[str, object], k: int) -> None:
     corpus_texts = [t for _, t in tab["corpus"]]  # type: ignore[union-attr]
     linkable_docs = 0
     for record, (_, text) in zip(records, inputs):
-        expected = spec_oracle.assess(corpus_texts, text, k, 8, index=tab["oracle_index"])  # type: ignore[arg-type]
+        expected = spec_oracle.assess(corpus_texts, text, k, 8, index=tab["oracle_indexes"][reading], reading=reading)  # type: ignore[index]
         assert [(g["start"], g["end"], g["support"]) for g in record["ngrams"]] == expected["ngrams"]
         assert all(g["text"] == text[g["start"] : g["end"]] for g in record["ngrams"])
         assert record["anonymity"] == expected["anonymity"]
         assert record["linkage_risk"] == (0.0 if expected["anonymity"] is None else 1 / expected["anonymity"])
-        assert set(record) == {"id", "k", "arity", "linkage_risk", "anonymity", "ngrams", "combinations", "combination_linkable",
-                               "combination_count", "combination_groups", "combinations_capped"}
+        assert set(record) == {"id", "k", "arity", "readings", "linkage_risk", "anonymity", "ngrams", "combinations",
+                               "combination_linkable", "combination_count", "combination_groups", "combinations_capped"}
+        assert record["readings"] == [reading] and all(g["readings"] == [reading] for g in record["ngrams"])
         linkable_docs += record["anonymity"] is not None
     # The manual de-identification leaves linkable phrases in most documents (the paper's point).
     assert linkable_docs > 100
@@ -165,3 +170,32 @@ def test_capped_report_keeps_the_exact_head(tab: dict[str, object]) -> None:
         assert capped.pair_count == full.pair_count
         assert capped.head(100) == full.head(100)
         assert (capped.anonymity, capped.flagged()) == (full.anonymity, full.flagged())
+
+
+@pytest.mark.parametrize("arity", [1, 3])
+def test_protected_texts_are_found_neither_by_a_search_engine_nor_by_the_rules(tab: dict[str, object], arity: int) -> None:
+    """Issue #24's test: the TAB manual test set protected at k = 2 (both readings, the default) —
+    no output is singled out by a punctuation-blind, normalizing tantivy search, nor by tantivy
+    reading the exact rules, nor by our exact-reading checker."""
+    from spacy_delink.evaluate.adversary import SearchEngineAdversary, engine_unavailable
+    from spacy_delink.linkage.attack import detect
+    from spacy_delink.linkage.index import CorpusIndex
+
+    if engine_unavailable():
+        pytest.skip(engine_unavailable())
+    tmp: Path = tab["tmp"]  # type: ignore[assignment]
+    out = tmp / f"protected-{arity}.jsonl"
+    result = CliRunner().invoke(
+        app, ["protect", str(tmp / "index"), str(tmp / "input.jsonl"), "--k", "2", "--arity", str(arity), "--output", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    records = list(srsly.read_jsonl(out))
+    assert len(records) == len(tab["inputs"]) and all(r["protected"] for r in records)  # type: ignore[arg-type]
+    index = CorpusIndex(tmp / "index")
+    engine = SearchEngineAdversary((t for _, t in tab["corpus"]), index.rules, index.max_n, proximity_slop=None)  # type: ignore[union-attr]
+    found = {}
+    for record in records:
+        verdicts = engine.attack(record["text"], [2], [arity])
+        found[record["id"]] = {reading: verdicts.readings[reading][(2, arity)].linkable for reading in engine.readings}
+        assert detect(index, record["text"], 2, arity, readings=("exact",)).protected
+    assert [doc_id for doc_id, linked in found.items() if any(linked.values())] == []

@@ -65,14 +65,18 @@ from .units import Units
 class _ReadingPart(Protocol):
     """What a cover reads of one reading's detection (``attack.ReadingDetection``)."""
 
-    analysis: LinkageAnalysis
-    combinations: CombinationAnalysis | None
+    @property
+    def analysis(self) -> LinkageAnalysis: ...
+
+    @property
+    def combinations(self) -> CombinationAnalysis | None: ...
 
 
 class Detected(Protocol):
     """What a cover reads of a detection (``attack.Detection``): its readings' parts and their units."""
 
-    parts: Sequence[_ReadingPart]
+    @property
+    def parts(self) -> Sequence[_ReadingPart]: ...
 
     @property
     def units(self) -> Units: ...

@@ -128,9 +128,9 @@ class CorpusIndex:
         self._twin_words: dict[int, list[np.ndarray]] = {}
         if manifest.get("twins"):
             for n, level in self.levels.items():
-                rows = np.diff(np.asarray(level.row_base)) if isinstance(level, Level) else []
+                rows: list[int] = np.diff(np.asarray(level.row_base)).tolist() if isinstance(level, Level) else []  # twins: no deltas
                 self._twin_words[n] = [arrays[twin_file(s, n)] for s in range(1 << self.shard_bits)]
-                if [len(words) for words in self._twin_words[n]] != [flag_words_length(int(r)) for r in rows]:
+                if [len(words) for words in self._twin_words[n]] != [flag_words_length(r) for r in rows]:
                     raise IndexFormatError(
                         f"index {self.path}: the twin files of level {n} do not have one bit per row; rebuild it with `delink index`"
                     )
@@ -151,10 +151,12 @@ class CorpusIndex:
         self.readings = check_readings(self.reading_entries)
         #: The collection's tokens under the first reading held (the exact one, unless the index holds the search one alone).
         self.tokens: int = self.reading_entries[self.readings[0]]["tokens"]
-        self.hashers = {reading: TokenHasher(tokenizer_for(reading, self.rules), secret) for reading in self.readings}
-        if "exact" not in self.hashers:  # the exact tokenizer also checks masks and counts the original's tokens
-            self.hashers["exact"] = TokenHasher(Tokenizer(self.rules), secret)
-        self.tokenizer = self.hashers["exact"].tokenizer
+        exact = Tokenizer(self.rules)  # also what checks masks and counts the original's tokens, whatever the readings
+        self.hashers = {
+            reading: TokenHasher(exact if reading == "exact" else tokenizer_for(reading, self.rules), secret)
+            for reading in (*self.readings, *(() if "exact" in self.readings else ("exact",)))
+        }
+        self.tokenizer = exact
         self.hasher = self.hashers["exact"]
 
     def sidecar_mac(self, canonical: bytes) -> str:
