@@ -185,8 +185,9 @@ def test_a_proximity_search_alone_and_its_limits() -> None:
 def test_proximity_settings_are_checked() -> None:
     with pytest.raises(InputError, match="between 1 and 16"):
         EvaluationSettings(ks=[2], arities=[1], proximity_slop=0)
+    # proximity searches run under the search reading: without it, they are not run
+    assert EvaluationSettings(ks=[2], arities=[1], readings=["exact"]).proximity_slop is None
     with pytest.raises(InputError, match="search reading"):
-        EvaluationSettings(ks=[2], arities=[1], readings=["exact"])
-    assert EvaluationSettings(ks=[2], arities=[1], readings=["exact"], proximity_slop=None).proximity_slop is None
+        SearchEngineAdversary([], LinkageRules(), 8, readings=["exact"], proximity_slop=3)
     with pytest.raises(InputError, match="reads exact or search"):
         SearchEngineAdversary([], LinkageRules(), 8, readings=["fuzzy"])

@@ -110,11 +110,11 @@ def sample_documents() -> list[tuple[Any, str]]:
 def test_records_keep_the_decision_and_count_every_combination(sample_index: CorpusIndex, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(assess_module, "GROUPS_LISTED", 10_000)  # list every group, to count them
     for doc_id, text in sample_documents()[:4]:
-        full = assess_text(sample_index, doc_id, text, 2, 3)
-        grouped = assess_document(sample_index, doc_id, text, 2, 3, 1000)
-        every = assess_document(sample_index, doc_id, text, 2, 3, 1000, all_combinations=True)
+        full = assess_text(sample_index, doc_id, text, 2, 3, 100_000)  # both readings' combinations, none cut
+        grouped = assess_document(sample_index, doc_id, text, 2, 3, 100_000)
+        every = assess_document(sample_index, doc_id, text, 2, 3, 100_000, all_combinations=True)
         for record in (grouped, every):
-            for key in ("id", "k", "arity", "linkage_risk", "anonymity", "ngrams", "combination_linkable"):
+            for key in ("id", "k", "arity", "readings", "linkage_risk", "anonymity", "ngrams", "combination_linkable"):
                 assert record[key] == full[key], key
             assert record["combination_count"] == len(full["combinations"]) > 0
             assert record["combinations_capped"] is False

@@ -59,8 +59,8 @@ def test_index_and_assess(tmp_path: Path, index: Path) -> None:
     assert result.exit_code == 0, result.output
     first, empty = srsly.read_jsonl(out)
     assert first == {
-        "id": 7, "k": 2, "arity": 3, "linkage_risk": 1.0, "anonymity": 1,  # arity: the threat model's, by default
-        "ngrams": [{"start": 24, "end": 28, "text": "Mura", "support": 1}],
+        "id": 7, "k": 2, "arity": 3, "readings": ["exact", "search"], "linkage_risk": 1.0, "anonymity": 1,  # the threat model's, by default
+        "ngrams": [{"start": 24, "end": 28, "text": "Mura", "support": 1, "readings": ["exact", "search"]}],
         "combinations": [], "combination_linkable": False,
         "combination_count": 0, "combination_groups": 0, "combinations_capped": False,
     }

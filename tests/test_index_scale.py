@@ -228,25 +228,26 @@ def test_token_digest_is_keyed_blake2b_of_the_search_form(form: str) -> None:
     secret = bytes(range(32))
     hasher = TokenHasher(Tokenizer(), secret)
     expected = hashlib.blake2b(form.encode("utf-8", "surrogatepass"), digest_size=8, key=secret).digest()
-    assert hasher.digest(form) == hasher.digest(form) == int.from_bytes(expected, "little") & ~1  # the exact family's bit: 0
+    assert hasher.digest(form) == hasher.digest(form) == int.from_bytes(expected, "little") & ~int(kernels.FAMILY)  # the exact family's bit: clear
 
 
 def test_extend_is_the_documented_mixing_step() -> None:
     """The chaining step, spelled out with numpy's wrapping uint64 arithmetic as the oracle:
-    the family bits (the lowest) are left out of the mixing, and the token's is the key's."""
+    the family bits (``kernels.FAMILY``) are left out of the mixing, and the token's is the key's."""
     rng = np.random.default_rng(5)
     prefix = rng.integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(3)
     token = rng.integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(5)
-    low = ~np.uint64(1)
+    family = kernels.FAMILY
+    low = ~family
     x = (prefix & low) * np.uint64(0x9E3779B97F4A7C15) + (token & low)
     x ^= x >> np.uint64(30)
     x *= np.uint64(0xBF58476D1CE4E5B9)
     x ^= x >> np.uint64(27)
     x *= np.uint64(0x94D049BB133111EB)
     x ^= x >> np.uint64(31)
-    assert kernels.extend(prefix, token).tolist() == ((x & low) | (token & np.uint64(1))).tolist()
-    twins = kernels.extend(prefix ^ np.uint64(1), token ^ np.uint64(1))  # the other reading, the same strings
-    assert (twins ^ kernels.extend(prefix, token)).tolist() == [1] * len(token)
+    assert kernels.extend(prefix, token).tolist() == ((x & low) | (token & family)).tolist()
+    twins = kernels.extend(prefix ^ family, token ^ family)  # the other reading, the same strings
+    assert (twins ^ kernels.extend(prefix, token)).tolist() == [int(family)] * len(token)
 
 
 # --- shards, Dask ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 READINGS_HELP = (
     "Readings of the rules checked, comma-separated: exact (the paper's, broken at punctuation) and search (what a search "
-    "engine reads: punctuation-blind, invisible and look-alike characters folded) [default: exact,search] (docs/linkage-rules.md §8)."
+    "engine reads: punctuation-blind, invisible and look-alike characters folded) (docs/linkage-rules.md §8)."
 )
 
 
@@ -68,7 +68,7 @@ def index_command(
     max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (docs/linkage-rules.md)."),
     readings: str = typer.Option(
         "exact,search", "--readings",
-        help="Readings of the rules the index holds, comma-separated; a query for another is refused [default: both] (docs/linkage-rules.md §8).",
+        help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8).",
     ),
     text_field: str = typer.Option("text", "--text-field", help="JSONL field holding the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL field holding the document id."),

@@ -1,8 +1,8 @@
 """Keyed hashing under the index secret: N-gram keys, document-id digests, the manifest MAC.
 
 Each distinct search form gets a 64-bit keyed BLAKE2b digest under a secret that is
-generated at build time and kept in a separate key file (``keys.py``); its lowest bit names
-the reading (the family bit). An N-gram's key chains the keyed token digests with a 64-bit
+generated at build time and kept in a separate key file (``keys.py``); one of its bits
+names the reading (the family bit). An N-gram's key chains the keyed token digests with a 64-bit
 mixing step (``kernels.extend``); without the secret no N-gram key can be computed, so the
 index cannot be probed for phrases. Chaining lets level n be computed from level n−1 with
 one vectorized step, both at build and at query time. Two distinct N-grams of one length
@@ -11,11 +11,11 @@ and family collide with probability about 2^-63 per pair.
 The secret is used for three purposes, each under its own key so that no output of one
 can stand in for another (domain separation):
 
-* token digests: BLAKE2b keyed with the secret itself, no personalization, its lowest
-  bit replaced by the reading's family (0 exact, 1 search, SPEC §8): the two readings'
-  keys are two disjoint families in one index, and the same strings read under both
-  have keys that differ in that bit alone (``kernels.mix``), so a build can store a
-  search-reading n-gram with the same documents as its exact twin once;
+* token digests: BLAKE2b keyed with the secret itself, no personalization, one bit
+  (``kernels.FAMILY``) replaced by the reading's family (clear exact, set search, SPEC §8):
+  the two readings' keys are two disjoint families in one index, and the same strings read
+  under both have keys that differ in that bit alone (``kernels.mix``), so a build can
+  store a search-reading n-gram with the same documents as its exact twin once;
 * the manifest MAC, document-id digests and ``delink protect``'s input digests: BLAKE2b
   keyed with a subkey derived from the secret (``derive_key``, a keyed BLAKE2b with its own
   personalization and the purpose);
@@ -106,8 +106,8 @@ class TokenHasher:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
-        #: The family bit of this reading's digests (``kernels.FAMILY``): 0 exact, 1 search.
-        self.family = np.uint64(0 if tokenizer.reading == "exact" else 1)
+        #: The family bit of this reading's digests (``kernels.FAMILY``): clear exact, set search.
+        self.family = np.uint64(0) if tokenizer.reading == "exact" else FAMILY
         #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
         self._keyed = hashlib.blake2b(digest_size=8, key=secret)
         self._secret = secret
@@ -118,7 +118,7 @@ class TokenHasher:
         """The keyed digest of one token's key form, its lowest bit the reading's family."""
         state = self._keyed.copy()
         state.update(form.encode("utf-8", "surrogatepass"))
-        return int.from_bytes(state.digest(), "little") & ~1 | int(self.family)
+        return int.from_bytes(state.digest(), "little") & ~int(FAMILY) | int(self.family)
 
     def hash_tokens(self, tokens: Tokens) -> np.ndarray:
         """uint64 keyed digests of each token's search form.

@@ -401,10 +401,12 @@ _MUL2 = np.uint64(0xBF58476D1CE4E5B9)
 _MUL3 = np.uint64(0x94D049BB133111EB)
 
 
-#: The lowest bit of every token digest and n-gram key names its reading's family (0 exact,
-#: 1 search); ``TWIN`` flips it: an n-gram and its twin of the other reading, with the same
-#: token strings, have keys that differ in that bit alone (``hashing.TokenHasher``).
-FAMILY = np.uint64(1)
+#: One bit of every token digest and n-gram key names its reading's family (clear: exact,
+#: set: search); ``TWIN`` flips it: an n-gram and its twin of the other reading, with the same
+#: token strings, have keys that differ in that bit alone (``hashing.TokenHasher``). It is the
+#: highest bit below the shard bits (at most 16), so twins share their shard, and it lies
+#: within the top 40 bits the grouping sorts by (``_sorted_packed``), so twins never tie there.
+FAMILY = np.uint64(1 << 47)
 TWIN = FAMILY
 _HASH_BITS = ~FAMILY
 
@@ -431,27 +433,29 @@ def shared_twins(keys: np.ndarray, df: np.ndarray, postings: np.ndarray) -> tupl
     """Which rows a level file keeps, and which kept rows also answer for their search twin.
 
     ``keys`` are a shard's distinct keys (ascending), ``df`` and ``postings`` their posting
-    lists. A search-reading row (family bit 1) whose twin (the key less that bit: the row
-    just before it) has the same documents is dropped, and the twin marked: a search
-    lookup finds the documents there (``levels.TwinLevel``).
+    lists. A search-reading row (family bit set) whose twin (the key with that bit clear)
+    has the same documents is dropped, and the twin marked: a search lookup finds the
+    documents there (``levels.TwinLevel``).
     """
     count = len(keys)
     keep = np.ones(count, dtype=np.bool_)
     twin = np.zeros(count, dtype=np.bool_)
-    start = 0
-    previous_start = 0
+    starts = np.zeros(count + 1, dtype=np.int64)
     for i in range(count):
-        if i > 0 and keys[i] & FAMILY and keys[i - 1] == keys[i] ^ TWIN and df[i] == df[i - 1]:
+        starts[i + 1] = starts[i] + df[i]
+    for i in range(count):
+        if not keys[i] & FAMILY:
+            continue
+        j = np.searchsorted(keys, keys[i] ^ TWIN)
+        if j < count and keys[j] == keys[i] ^ TWIN and df[j] == df[i]:
             same = True
-            for j in range(df[i]):
-                if postings[start + j] != postings[previous_start + j]:
+            for d in range(df[i]):
+                if postings[starts[i] + d] != postings[starts[j] + d]:
                     same = False
                     break
             if same:
                 keep[i] = False
-                twin[i - 1] = True
-        previous_start = start
-        start += df[i]
+                twin[j] = True
     return keep, twin
 
 
