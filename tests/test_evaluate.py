@@ -334,7 +334,7 @@ def test_without_matplotlib_the_evaluation_is_written_and_says_why_there_is_no_p
     assert metrics["plots"] == [] and not list((tiny["tmp"] / "out").glob("*.png"))
     report = (tiny["tmp"] / "out" / "report.html").read_text(encoding="utf-8")
     assert "<img" not in report
-    assert report.count("Plot not drawn") == 2 and "The plots were not drawn: plots need matplotlib" in report
+    assert report.count("Plot not drawn") == 2 and "The plots were not drawn: matplotlib is not installed" in report
     assert "pip install &#39;spacy-delink[plots]&#39;" in report
 
 

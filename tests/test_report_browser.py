@@ -207,7 +207,7 @@ def test_evaluate_report_warns_first_and_names_its_settings(browser: Any, evalua
     _open(browser, evaluation_report)
     settings = browser.find_element("css selector", "#settings").text
     index = str(evaluation_report.parent.parent / "index")
-    assert settings.startswith(f"Checked under k 2 · arity 2 · index {index}")
+    assert settings.startswith(f"Checked under k 2 · arity 2 · readings exact and search · index {index}")
     assert "Arity 2: combinations of three phrases were not checked." in settings
     warnings = browser.find_element("css selector", "#warnings")
     assert warnings.location["y"] < browser.find_element("css selector", "#summary").location["y"]
@@ -274,7 +274,7 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
 def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_report: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
     page, records = sample_report
     _open(browser, page)
-    assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · index ")
+    assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · readings exact and search · index ")
     plot = browser.find_element("css selector", "#plots img[data-plot='assessment.png']")
     assert browser.execute_script("return arguments[0].naturalWidth", plot) > 100
     expected = sorted(records, key=lambda r: (r["anonymity"] is None, r["anonymity"] or 0, -len(r["ngrams"]), -r["combination_count"]))

@@ -84,7 +84,7 @@ def test_saved_pipeline_with_copied_index_gives_the_same_output(tab: dict[str, o
     tmp: Path = tab["tmp"]  # type: ignore[assignment]
     texts = [r["text"] for r in tab["inputs"][:5]]  # type: ignore[index]
     nlp = spacy.blank("en")
-    nlp.add_pipe("delink_rewriter", config={"index": str(tmp / "index"), "k": K, "copy_index": True})
+    nlp.add_pipe("delink_rewriter", config={"index": str(tmp / "index"), "k": K, "arity": 1, "copy_index": True})
     expected = [doc.text for doc in nlp.pipe(texts)]
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")

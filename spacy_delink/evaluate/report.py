@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import jinja2
 
 from ..io import atomic_write
-from ..linkage.readings import DEFAULT_READINGS, describe
+from ..linkage.readings import DEFAULT_READINGS
 from .grouping import grouped_combinations
 from .plots import assessment_plot, plots_unavailable
 
@@ -70,7 +70,7 @@ class ReportSettings:
     readings: tuple[str, ...] = DEFAULT_READINGS
 
     def facts(self) -> list[tuple[str, str]]:
-        return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", describe(self.readings)), ("index", self.index)]
+        return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", " and ".join(self.readings)), ("index", self.index)]
 
     def caveat(self) -> str | None:
         """What these settings leave unchecked, in words (arity below the threat model's 3, a reading left out)."""
