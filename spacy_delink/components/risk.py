@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..linkage.ngrams import analyze, minimal_across, reading_names
+from ..linkage.ngrams import LinkageAnalysis, analyze, minimal_across, reading_names
 from ..linkage.readings import DEFAULT_READINGS
 from .alignment import align, merge_aligned, set_span_values
 from .base import IndexedComponent, ScoreFunction
@@ -43,7 +43,11 @@ class LinkageRiskAnnotator(IndexedComponent):
 
     def __call__(self, doc: Doc) -> Doc:
         text = self.doc_text(doc)
-        analyses = [analyze(self.index, text, self.k, exact_frequent=False, reading=reading) for reading in self.readings]
+        index = self.index  # opened (or reopened, after an update) once per Doc
+        analyses: list[LinkageAnalysis] = []
+        for reading in self.readings:
+            twins = analyses[0] if analyses and analyses[0].reading == "exact" else None
+            analyses.append(analyze(index, text, self.k, exact_frequent=False, reading=reading, twins=twins))
         found = minimal_across(analyses)
         aligned = align(doc, found["start"], found["end"])
         spans, support, bits = merge_aligned(aligned, found["support"][aligned.kept], found["readings"][aligned.kept])

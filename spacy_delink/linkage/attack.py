@@ -242,9 +242,10 @@ def detect(
     """
     check_arity(arity, allow_single=True)
     check_strategy(flagging)
-    parts = []
+    parts: list[ReadingDetection] = []
     for reading in index.require_readings(readings):
-        analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading)
+        twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
+        analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading, twins=twins)
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
     return Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)

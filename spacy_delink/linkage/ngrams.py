@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import InputError
 from .index import CorpusIndex
 from .index.kernels import extend_positions
+from .index.levels import TwinLevel
 from .readings import READINGS
 from .tokenize import Tokens
 
@@ -216,13 +217,16 @@ def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 
 def analyze(
-    index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True, reading: str = "exact"
+    index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True, reading: str = "exact",
+    twins: "LinkageAnalysis | None" = None,
 ) -> LinkageAnalysis:
     """Look up every n-gram of ``text`` that can matter (see module docstring) under one reading.
 
     With ``exact_frequent=False`` a df of k or more is reported as k: every SPEC output at
     threshold k (linkable set, support, anonymity, what is frequent) is the same, and a
-    frequent n-gram's posting list need not be walked to its end.
+    frequent n-gram's posting list need not be walked to its end. ``twins``, the exact
+    reading's analysis of the same text (same k and ``exact_frequent``), lends the search
+    reading the lookups of the n-grams both read alike (``levels.TwinLevel``).
     """
     check_k(k)
     max_n = index.max_n if max_n is None else min(max_n, index.max_n)
@@ -241,7 +245,12 @@ def analyze(
             if not len(extended):
                 break
             positions = extended.astype(np.int64)
-        rows, df = index_levels[n].lookup(keys, 0 if exact_frequent else k)
+        level = index_levels[n]
+        cap = 0 if exact_frequent else k
+        if isinstance(level, TwinLevel) and twins is not None and n <= len(twins.levels):
+            rows, df = level.lookup(keys, cap, lent=twins.levels[n - 1])
+        else:
+            rows, df = level.lookup(keys, cap)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
     return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k, reading=reading)
 
@@ -274,8 +283,12 @@ def minimal_across(analyses: Sequence[LinkageAnalysis]) -> dict[str, np.ndarray]
 
 
 def reading_names(bits: int) -> list[str]:
-    """The readings a ``minimal_across`` bit set names."""
-    return [reading for i, reading in enumerate(READINGS) if bits >> i & 1]
+    """The readings a ``minimal_across`` bit set names (a new list: callers may keep it)."""
+    return list(_READING_NAMES[bits])
+
+
+#: ``reading_names`` of every bit set, made once (a report names them for every span).
+_READING_NAMES = [tuple(reading for i, reading in enumerate(READINGS) if bits >> i & 1) for bits in range(1 << len(READINGS))]
 
 
 def ngram_records(analyses: Sequence[LinkageAnalysis]) -> list[dict[str, Any]]:

@@ -95,10 +95,25 @@ class TwinLevel:
     def __len__(self) -> int:
         return len(self.level)
 
-    def lookup(self, keys: np.ndarray, cap: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Row of each search-reading key (-1 when not stored) and its df (capped as ``Level.lookup``)."""
+    def lookup(self, keys: np.ndarray, cap: int = 0, lent: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each search-reading key (-1 when not stored) and its df (capped as ``Level.lookup``).
+
+        ``lent`` (keys, rows, df: the exact reading's lookups of this level for the same text,
+        at the same cap) answers the twins it already looked up; only the others are searched.
+        """
         keys = np.ascontiguousarray(keys, dtype=np.uint64)
-        rows, df = self.level.lookup(keys ^ TWIN, cap)
+        twin_keys = keys ^ TWIN
+        if lent is None or not len(lent.keys):
+            rows, df = self.level.lookup(twin_keys, cap)
+        else:
+            order = np.argsort(lent.keys)
+            at = order[np.minimum(np.searchsorted(lent.keys, twin_keys, sorter=order), len(order) - 1)]
+            known = lent.keys[at] == twin_keys
+            rows = np.where(known, lent.rows[at], -1).astype(np.int64)
+            df = np.where(known, lent.df[at], 0).astype(np.int64)
+            unknown = np.flatnonzero(~known)
+            if len(unknown):
+                rows[unknown], df[unknown] = self.level.lookup(twin_keys[unknown], cap)
         own = ~_twin_bits(rows, self._row_base, self._word_base, self._words)
         if own.any():
             rows[own], df[own] = self.level.lookup(keys[own], cap)
