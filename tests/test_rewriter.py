@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import spec_oracle
-from fake_openai_server import INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
+from fake_openai_server import DISGUISES, INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
 from spacy_delink.cli import app
 from spacy_delink.linkage.attack import detect
 from spacy_delink.errors import InputError
@@ -33,7 +33,7 @@ from spacy_delink.linkage.index import IndexBuilder, open_index
 from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, make_rewrite_task
 from spacy_delink.llm.models.openai_compatible import make_openai_compatible
 from spacy_delink.llm.tasks.rewrite import content
-from spacy_delink.llm.tasks.rewrite.content import introduced_content
+from spacy_delink.llm.tasks.rewrite.content import introduced_content, introduces_lookalikes
 from spacy_delink.llm.tasks.rewrite.task import REJECTION_REASONS
 from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
 from spacy_delink.linkage.stabbing import stab
@@ -227,6 +227,34 @@ def test_content_checks_refuse_what_the_span_lacks() -> None:
     assert introduced_content(span, "<b>x</b>", "<PERSON>") == "markup"
 
 
+def test_answers_are_judged_in_the_search_form() -> None:
+    """SPEC §8: what reads as the span to an engine or a reader is an echo, whatever characters write it."""
+    task = make_rewrite_task(context="sentence")
+    text = "He was born in Ormož near the river Drava."
+    span = (15, 20)
+    for disguise in ("Or\u00admož", "ORMOZ", "Ormoz", "O r m o ž", "O.r.m.o.ž", "Оrmož", "the town of O\u034frm\ufe0foz"):
+        assert judge_one(task, text, span, disguise)["rejected"]["echo"] == 1, disguise
+    refused = {
+        "a small t\u00adown": "control", "a t\U000e0041own": "control", "a town\u3164": "control",
+        "a small tоwn": "lookalike", "🅐 small town": "lookalike", "ａ small town": "lookalike", "a 𝐬mall town": "lookalike",
+        "Сава river": "lookalike",
+    }
+    for replacement, reason in refused.items():
+        assert judge_one(task, text, span, replacement)["rejected"][reason] == 1, replacement
+    for fine in ("a small town", "a town in Štajerska", "a naïve café town"):
+        assert judge_one(task, text, span, fine)["accepted"] == [[15, 20, fine]], fine
+    cyrillic = "Он родился в Орможе на Драве."
+    assert judge_one(task, cyrillic, (13, 19), "городке")["accepted"] == [[13, 19, "городке"]]  # its context's script
+
+
+def test_lookalikes_are_letters_written_unlike_their_context() -> None:
+    assert not introduces_lookalikes("a farm near ⟦Mura⟧.", "a river nearby")
+    assert introduces_lookalikes("a farm near ⟦Mura⟧.", "a rivеr nearby")  # Cyrillic е in a Latin word
+    assert introduces_lookalikes("Ферма у ⟦реки⟧ Mura.", "rivеr")  # both scripts in the context, mixed in one word
+    assert not introduces_lookalikes("Ферма у ⟦реки⟧ Mura.", "реки Mura")
+    assert introduces_lookalikes("a farm near ⟦Mura⟧.", "ⓜⓤⓡⓐ")  # circled letters
+
+
 def judge_one(task: Any, text: str, span: tuple[int, int], replacement: str) -> dict[str, Any]:
     doc = task.request_doc(spacy.blank("en").vocab, text, [span])
     answer = json.dumps([{"id": 1, "span": text[span[0] : span[1]], "replacement": replacement}])
@@ -318,6 +346,20 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
         assert sent == 2 * requests_per_pass  # max_passes = 2, one retry of a failed request
         # The server counts what reached it: a request that timed out may never have, on a busy machine.
         assert server.requests - before == sent if behaviour != "slow" else server.requests - before <= sent
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_a_hostile_endpoint_cannot_hide_the_span_from_the_search_reading(index_path: Path, server: FakeOpenAI, disguise: str) -> None:
+    """Answers that write the span back in disguise are refused; the output is protected under both readings."""
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, f"disguise:{disguise}"))
+    doc = nlp(TEXT)
+    assert doc._.delink_protected is True
+    assert spec_oracle.protected(CORPUS, doc.text, K, 8, 1)
+    assert {e["by"] for e in doc._.delink_edits} == {"mask"}
+    failures = rewriter.failures()
+    assert sum(n for reason, n in failures.items() if reason in ("rejected_echo", "rejected_control", "rejected_lookalike")) > 0
+    assert not {reason for reason, n in failures.items() if n} - {"rejected_echo", "rejected_control", "rejected_lookalike"}
 
 
 def test_model_runs_inside_an_event_loop_and_pickles(server: FakeOpenAI) -> None:

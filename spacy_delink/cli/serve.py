@@ -13,9 +13,6 @@ import typer
 from .app import app
 from .linkage import READINGS_HELP
 
-NEEDS_EXTRA = "`delink serve` needs the serve extra: pip install 'spacy-delink[serve]'"
-
-
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (port 0: any free one); uvicorn starts listening on it."""
     from ..errors import InputError
@@ -64,20 +61,18 @@ def serve_command(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error (log lines hold ids and sizes, never texts)."),
 ) -> None:
     """Serve assess and protect over HTTP, with a page for reviewers at / (docs/serve.md)."""
-    from ..errors import DelinkError
+    from ..extras import require_extra
     from ..linkage.readings import check_readings, describe
     from .protect import config_overrides
 
-    try:
-        import uvicorn
+    require_extra("serve", "delink serve")
+    import uvicorn
 
-        from ..serve.app import create_app
-        from ..serve.auth import load_api_key
-        from ..serve.service import Service
-        from ..serve.settings import ServeSettings
-        from ..serve.warmup import warm_up_index, warm_up_kernels
-    except ImportError as err:
-        raise DelinkError(f"{NEEDS_EXTRA} (missing: {err.name})") from None
+    from ..serve.app import create_app
+    from ..serve.auth import load_api_key
+    from ..serve.service import Service
+    from ..serve.settings import ServeSettings
+    from ..serve.warmup import warm_up_index, warm_up_kernels
 
     level = getattr(logging, log_level.upper(), None)
     if not isinstance(level, int):

@@ -22,7 +22,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from fastapi import Depends, FastAPI, Request
+from ..extras import require_extra
+
+require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
+
+from fastapi import Depends, FastAPI, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html

@@ -14,7 +14,11 @@ import time
 from concurrent.futures import Future
 from typing import Any, AsyncIterator, Optional
 
-import orjson
+from ..extras import require_extra
+
+require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
+
+import orjson  # noqa: E402
 from starlette.responses import Response
 
 #: Longest wait a refusal suggests; a client retrying sooner than the estimate just gets refused again.

@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-import orjson
+from ..extras import require_extra
+
+require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
+
+import orjson  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from ..batch import batch_documents

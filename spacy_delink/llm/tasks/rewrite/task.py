@@ -15,11 +15,14 @@ guarantees protection.
 Every requested span ends with exactly one outcome, counted in the result: accepted, or
 rejected as ``no_response`` (the model call failed or came back empty), ``malformed``
 (no JSON list in the answer), ``missing`` (the answer skips it), ``echo`` (the
-replacement still contains the span's words), ``outside`` (the answer rewrites text
-around the span, or names a span that was not asked for), ``too_long``, one of the
-content reasons of ``content.CONTENT_PATTERNS`` (``markup``, ``url``, ``code``,
-``instruction``, ``control``: the replacement brings in what the span lacks) or
-``dissimilar`` (below ``min_similarity``, when that check is on).
+replacement's search form still contains the span's words, letter-spaced or not),
+``outside`` (the answer rewrites text around the span, or names a span that was not
+asked for), ``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
+(``markup``, ``url``, ``code``, ``instruction``, ``control``: the replacement brings in
+what the span lacks; ``control`` covers every invisible character), ``lookalike``
+(letters of a script or form the context does not use, or a word mixing scripts) or
+``dissimilar`` (below ``min_similarity``, when that check is on). Words are compared in
+the search form of SPEC §8, as the adversary's engine reads them.
 """
 from __future__ import annotations
 
@@ -35,17 +38,17 @@ from spacy.vocab import Vocab
 
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
-from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content
+from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
 from .parser import contains_run, extract_json_list, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
 REJECTION_REASONS = (
-    "no_response", "malformed", "missing", "echo", "outside", "too_long", *CONTENT_PATTERNS, "dissimilar"
+    "no_response", "malformed", "missing", "echo", "outside", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
 )
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 CONTEXT_MODES = ("sentence", "window")
 #: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
 DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
@@ -292,4 +295,6 @@ class RewriteTask:
         content = introduced_content(span, replacement, self.mask)
         if content is not None:
             return False, content
+        if introduces_lookalikes(context, replacement.replace(self.mask, " ")):
+            return False, "lookalike"
         return True, replacement
