@@ -192,6 +192,22 @@ def test_slow_drip_answers_are_cut_by_the_deadline(index_path: Path) -> None:
     assert all(r.protected and {e["by"] for e in r.edits} == {"mask"} for r in results)
 
 
+def test_a_hung_endpoint_trips_the_breaker(index_path: Path) -> None:
+    """An endpoint that accepts and never answers counts as down: timeouts open the breaker like refusals."""
+    with FakeOpenAI(slow_s=30.0) as fake:
+        rewriter = spacy.blank("en").add_pipe("delink_rewriter", config={
+            "index": str(index_path), "k": K, "max_passes": 2, "cache_dir": None,
+            "model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": fake.base_url, "name": "slow",
+                      "timeout": 0.2, "deadline": 5.0, "retries": 1, "backoff": 0.0, "max_in_flight": 1,
+                      "breaker_threshold": 2, "breaker_cooldown": 600.0},
+        })
+        results = rewriter.rewrite_texts([TEXT.replace("Her", name) for name in ("Her", "His", "Our", "Their", "My", "Your")])
+    stats = rewriter.model.stats
+    assert stats["requests"] == 2  # one prompt and its retry timed out; nothing more was sent
+    assert stats["failed_endpoint_down"] == 2 * 6 - stats["calls"]
+    assert all(r.protected and {e["by"] for e in r.edits} == {"mask"} for r in results)
+
+
 # -- credentials ---------------------------------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ bad call never stops a run. Three bounds keep a bad endpoint from stalling a run
 * ``timeout``: httpx's limit on each phase (connect, each read, each write);
 * ``deadline``: the whole prompt, all attempts and waits included. A server that drips
   one byte a second never trips a per-read timeout; the deadline cancels it;
-* a circuit breaker: after ``breaker_threshold`` consecutive connection failures the
+* a circuit breaker: after ``breaker_threshold`` consecutive failures to connect or to
+  answer within ``timeout`` or ``deadline`` (a hung endpoint counts as a down one) the
   endpoint is known down, and for ``breaker_cooldown`` seconds every prompt is answered
   empty at once (counted as ``failed_endpoint_down``) instead of retrying; the first
   prompt after the cooldown probes it again.
@@ -69,7 +70,7 @@ def _run(coroutine: Awaitable[T]) -> T:
 
 
 class CircuitBreaker:
-    """Consecutive connection failures; at ``threshold`` the endpoint counts as down for ``cooldown`` s.
+    """Consecutive failures (connection, timeout, deadline); at ``threshold`` the endpoint counts as down for ``cooldown`` s.
 
     After the cooldown one prompt goes through as a probe: its success closes the breaker,
     its failure opens it again at once (the count is still at the threshold).
@@ -92,7 +93,7 @@ class CircuitBreaker:
             self.consecutive = 0
 
     def failure(self) -> bool:
-        """Count one connection failure; True when this one opened the breaker."""
+        """Count one failure; True when this one opened the breaker."""
         with self._lock:
             self.consecutive += 1
             if not self.threshold or self.consecutive < self.threshold or time.monotonic() < self._open_until:
@@ -216,6 +217,7 @@ class OpenAICompatibleModel:
                 answer, failure, attempts = await asyncio.wait_for(self._attempts(batch, prompt), self.deadline)
             except asyncio.TimeoutError:
                 answer, failure, attempts = None, f"deadline ({self.deadline:g} s for the whole call)", 0
+                self._count_failure(batch)
         if answer is not None:
             return answer
         self.stats[f"failed_{failure.split(' ')[0]}"] += 1
@@ -223,6 +225,16 @@ class OpenAICompatibleModel:
             tries = f" after {attempts} attempt(s)" if attempts else ""
             logger.warning("LLM call to %s failed%s: %s", self.url, tries, failure)
         return ""
+
+    def _count_failure(self, batch: _Batch) -> None:
+        """One more consecutive failure to connect or to answer in time; opens the breaker at its threshold."""
+        if self.breaker.failure():
+            batch.endpoint_down.set()
+            logger.warning(
+                "LLM endpoint %s looks down (%d consecutive failures to connect or answer in time): for the next "
+                "%g s prompts are answered empty without calling it, so their spans fall back to masks",
+                self.url, self.breaker.consecutive, self.breaker.cooldown,
+            )
 
     async def _attempts(self, batch: _Batch, prompt: str) -> tuple[Optional[str], str, int]:
         """(answer, '', attempts) or (None, why it failed, attempts), with retries and backoff."""
@@ -244,15 +256,10 @@ class OpenAICompatibleModel:
                 response = await batch.client.post(self._endpoint, json=payload, headers=self._headers())
             except (httpx.ConnectError, httpx.ConnectTimeout) as err:
                 failure = f"connection ({type(err).__name__})"
-                if self.breaker.failure():
-                    batch.endpoint_down.set()
-                    logger.warning(
-                        "LLM endpoint %s looks down (%d consecutive connection failures): for the next %g s "
-                        "prompts are answered empty without calling it, so their spans fall back to masks",
-                        self.url, self.breaker.consecutive, self.breaker.cooldown,
-                    )
+                self._count_failure(batch)
             except httpx.TimeoutException:
                 failure = "timeout"
+                self._count_failure(batch)  # a hung endpoint is as down as a refusing one
             except httpx.HTTPError as err:
                 failure = f"connection ({type(err).__name__})"
             else:
