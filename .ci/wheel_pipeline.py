@@ -1,7 +1,7 @@
 """The README's pipeline, run by the wheel-installed package (called by .ci/wheel_smoke.sh).
 
 Builds a pipeline with delink_risk, delink_combinations and delink_rewriter on the index of
-the sample corpus, saves it with ``nlp.to_disk``, loads it back with ``spacy.load`` and
+the sample corpus, saves it with ``nlp.to_disk``, moves it, loads it with ``spacy.load`` and
 checks what a user relies on: the risk annotations on a linkable text, and a rewritten
 text that a fresh detection under the same rules finds protected.
 """
@@ -28,11 +28,13 @@ def main(checkout: Path) -> None:
     texts = [json.loads(line)["text"] for line in Path("samples/deidentified.jsonl").read_text("utf-8").splitlines()]
 
     nlp = spacy.blank("en")
-    nlp.add_pipe("delink_risk", config={"index": "index", "k": 2})
-    nlp.add_pipe("delink_combinations", config={"index": "index", "k": 2, "arity": 3})
-    nlp.add_pipe("delink_rewriter", config={"index": "index", "k": 2, "arity": 3})
+    index_path = str(Path("index").resolve())  # absolute: the saved pipeline finds it from any folder
+    nlp.add_pipe("delink_risk", config={"index": index_path, "k": 2})
+    nlp.add_pipe("delink_combinations", config={"index": index_path, "k": 2, "arity": 3})
+    nlp.add_pipe("delink_rewriter", config={"index": index_path, "k": 2, "arity": 3})
     nlp.to_disk("pipeline")
-    loaded = spacy.load("pipeline")
+    Path("pipeline").rename("moved")  # loaded from another folder than it was saved to
+    loaded = spacy.load("moved")
     if loaded.pipe_names != ["delink_risk", "delink_combinations", "delink_rewriter"]:
         fail(f"spacy.load gave the pipes {loaded.pipe_names}")
 
