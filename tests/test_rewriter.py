@@ -382,12 +382,10 @@ def test_batch_shares_calls_and_respects_the_concurrency_limit(index_path: Path)
         nlp = spacy.blank("en")
         nlp.add_pipe("delink_rewriter", config=llm_config(index_path, fake, "good", max_in_flight=3))
         texts = [TEXT.replace("Her", name) for name in ("Her", "His", "Its", "Our", "Your", "Their")]
-        started = time.perf_counter()
         docs = list(nlp.pipe(texts, batch_size=6))
-        elapsed = time.perf_counter() - started
     assert all(d._.delink_protected and {e["by"] for e in d._.delink_edits} == {"llm"} for d in docs)
+    # concurrent, not one after another: three requests were in the server at once (counted, not timed)
     assert fake.requests == 6 and fake.max_in_flight == 3
-    assert elapsed < 6 * 0.3  # concurrent, not one after another
 
 
 def test_prompt_injection_unicode_and_large_documents(index_path: Path, server: FakeOpenAI) -> None:
