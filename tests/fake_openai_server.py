@@ -17,7 +17,9 @@ The request's ``model`` field picks the behaviour, so one server serves every te
 * ``disguise:<kind>``: the span itself, disguised as ``DISGUISES[kind]`` writes it (invisible
   characters, look-alike letters, accents dropped, letter-spacing): it reads the same
 
-``delay_s`` adds a sleep to every request (the benchmark's model time). The server counts
+``delay_s`` adds a sleep to every request (the benchmark's model time); with ``gather`` set,
+each request is held until that many are in flight at once (or ``GATHER_WAIT_S`` passes), so
+a test sees a client's concurrency by count, whatever the machine's load. The server counts
 requests and the most requests it had in flight at once, and records each request's path
 (with its query) and Authorization header.
 """
@@ -32,6 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 REPLACEMENT = "xyzzyplugh"
+#: How long a request waits for ``gather`` requests to be in flight together.
+GATHER_WAIT_S = 30.0
 #: Hostile replacements by the rejection reason they should get.
 INJECTIONS = {
     "markup": "the <script>alert(1)</script> place",
@@ -77,9 +81,10 @@ class FakeOpenAI(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the default backlog of 5 drops bursts of connections (1 s SYN retries)
 
-    def __init__(self, delay_s: float = 0.0, slow_s: float = 2.0, drip_s: float = 0.5) -> None:
+    def __init__(self, delay_s: float = 0.0, slow_s: float = 2.0, drip_s: float = 0.5, gather: int = 0) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.delay_s = delay_s
+        self.gather = gather
         self.slow_s = slow_s
         self.drip_s = drip_s
         self.requests = 0
@@ -90,6 +95,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.paths: list[str] = []
         self.authorizations: list[str | None] = []
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 
     @property
@@ -152,6 +158,9 @@ class _Handler(BaseHTTPRequestHandler):
             server.authorizations.append(self.headers.get("Authorization"))
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            server.arrived.notify_all()
+            if server.gather:
+                server.arrived.wait_for(lambda: server.max_in_flight >= server.gather, timeout=GATHER_WAIT_S)
         try:
             if server.delay_s:
                 time.sleep(server.delay_s)

@@ -378,9 +378,9 @@ def test_model_runs_inside_an_event_loop_and_pickles(server: FakeOpenAI) -> None
 
 
 def test_batch_shares_calls_and_respects_the_concurrency_limit(index_path: Path) -> None:
-    with FakeOpenAI(delay_s=0.3) as fake:
+    with FakeOpenAI(gather=3) as fake:  # each request waits until three are in flight (or 30 s)
         nlp = spacy.blank("en")
-        nlp.add_pipe("delink_rewriter", config=llm_config(index_path, fake, "good", max_in_flight=3))
+        nlp.add_pipe("delink_rewriter", config=llm_config(index_path, fake, "good", max_in_flight=3, timeout=60.0))
         texts = [TEXT.replace("Her", name) for name in ("Her", "His", "Its", "Our", "Your", "Their")]
         docs = list(nlp.pipe(texts, batch_size=6))
     assert all(d._.delink_protected and {e["by"] for e in d._.delink_edits} == {"llm"} for d in docs)
