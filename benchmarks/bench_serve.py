@@ -7,25 +7,28 @@ keep-alive connection of a small HTTP/1.1 client (so the load generator, which s
 CPUs with the server, spends little of them: its CPU seconds are reported).
 
 Per level: a warm-up of one request per client (not counted) measures the server's rate,
-which sizes the level to about ``--seconds`` of work (one request per client at least): the same list of requests (same documents, same order) then
-runs against the server and in this process, where ``clients`` asyncio callers hand the
-requests to a pool of the server's size running the function the server calls
+which sizes the level to about ``--seconds`` of work (one request per client at least):
+the same list of requests (same documents, same order) then runs against the server and
+in this process, where ``clients`` asyncio callers hand the requests to a pool of the
+server's size and priority (``--worker-nice``) running the function the server calls
 (``batch.assess_documents``). The two alternate server, in-process, in-process, server
 (``--repeats`` 2), so a change in the machine's load over the level falls on both alike.
 Reported: p50/p99 latency, documents/s, errors, CPU seconds of client, server and
 in-process, and the overhead ``server seconds / in-process seconds - 1`` over all repeats.
 
 Then the overload: the server admits L = workers + queue requests. Each round fills it with
-L requests of 32 documents (waiting until /metrics shows all L admitted), then sends 3 L
-more at once, each on its own new connection (4 L in all): every extra request must get
-429 or 503 within 100 ms of its sending (measured by the client, connecting included),
+L requests of 32 documents (waiting until /metrics shows all L admitted), opens 3 L more
+connections, then sends a request on each at once (4 L in all): every extra request must
+get 429 or 503 within 100 ms of its sending (measured by the client; the connecting, the
+client's CPU and the time the server's event-loop thread ran and waited for a CPU are
+reported beside it),
 every admitted one its full records (nothing lost), and the server's resident memory must
 stay flat from the first round to the last.
 
 Every phase is bounded in requests and seconds, the server listens on 127.0.0.1 only and
 is stopped at the end. Targets: overhead <= 15 % at 8 clients; no error below the limit.
 
-    python benchmarks/bench_serve.py [--seconds 6] [--out benchmarks/results/serve/bench_serve.json]
+    python benchmarks/bench_serve.py [--seconds 6] [--tab DIR] [--out benchmarks/results/serve/bench_serve.json]
 """
 from __future__ import annotations
 
@@ -54,6 +57,8 @@ from spacy_delink.batch import assess_documents  # noqa: E402
 from spacy_delink.corpus import read_jsonl_documents  # noqa: E402
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder  # noqa: E402
 from spacy_delink.linkage.tokenize import LinkageRules  # noqa: E402
+from spacy_delink.serve.service import lower_thread_priority  # noqa: E402
+from spacy_delink.serve.settings import WORKER_NICE  # noqa: E402
 
 TAB = ROOT.parent / "shared" / "data" / "tab"
 K, ARITY = 2, 3
@@ -77,10 +82,13 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    async def connect(self) -> None:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+        await self.connect()
+        assert self.reader is not None and self.writer is not None
         head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         self.writer.write(head.encode("ascii") + body)
         sent = asyncio.ensure_future(self.writer.drain())  # read while writing: a refusal comes before the body is read
@@ -242,12 +250,20 @@ async def _in_progress(connection: Connection) -> float:
     raise RuntimeError("the server's /metrics has no delink_requests_in_progress")
 
 
-async def _round(url: str, body: bytes, documents: int, limit: int) -> dict[str, Any]:
+def _loop_thread_schedule(pid: int) -> tuple[float, float]:
+    """Seconds the server's main (event-loop) thread has run, and has waited runnable for a CPU (Linux; else 0, 0)."""
+    path = Path(f"/proc/{pid}/task/{pid}/schedstat")
+    if not path.exists():
+        return 0.0, 0.0
+    ran, waited, _ = (int(field) for field in path.read_text().split())
+    return ran / 1e9, waited / 1e9
+
+
+async def _round(url: str, server_pid: int, body: bytes, documents: int, limit: int) -> dict[str, Any]:
     """Fill the server with ``limit`` requests, then send ``3 limit`` more at once; how each was answered."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
 
-    async def one() -> tuple[int, float, bool, str]:
-        connection = Connection(host, int(port))
+    async def one(connection: Connection) -> tuple[int, float, bool, str]:
         try:
             started = time.perf_counter()
             status, headers, content = await connection.request("POST", "/v1/assess", body)
@@ -255,7 +271,7 @@ async def _round(url: str, body: bytes, documents: int, limit: int) -> dict[str,
         finally:
             await connection.close()
 
-    filling = [asyncio.ensure_future(one()) for _ in range(limit)]
+    filling = [asyncio.ensure_future(one(Connection(host, int(port)))) for _ in range(limit)]
     probe = Connection(host, int(port))
     try:
         deadline = time.monotonic() + FILL_TIMEOUT_S
@@ -265,13 +281,19 @@ async def _round(url: str, body: bytes, documents: int, limit: int) -> dict[str,
             await asyncio.sleep(0.02)
     finally:
         await probe.close()
+    extra = [Connection(host, int(port)) for _ in range(3 * limit)]
+    connecting = time.perf_counter()
+    await asyncio.gather(*(connection.connect() for connection in extra))
+    connect_seconds = time.perf_counter() - connecting
     me = psutil.Process()
-    client_cpu = cpu_seconds(me)
-    extra = await asyncio.gather(*(one() for _ in range(3 * limit)), return_exceptions=True)
+    client_cpu, (loop_ran, loop_waited), sent = cpu_seconds(me), _loop_thread_schedule(server_pid), time.perf_counter()
+    answers = await asyncio.gather(*(one(connection) for connection in extra), return_exceptions=True)
+    wall = time.perf_counter() - sent
     client_cpu = cpu_seconds(me) - client_cpu
+    loop_ran, loop_waited = (after - before for after, before in zip(_loop_thread_schedule(server_pid), (loop_ran, loop_waited)))
     filled = await asyncio.gather(*filling, return_exceptions=True)
-    failures = [repr(r) for r in [*extra, *filled] if isinstance(r, BaseException)]
-    extra_answers = [r for r in extra if not isinstance(r, BaseException)]
+    failures = [repr(r) for r in [*answers, *filled] if isinstance(r, BaseException)]
+    extra_answers = [r for r in answers if not isinstance(r, BaseException)]
     fill_answers = [r for r in filled if not isinstance(r, BaseException)]
     refused = [seconds for status, seconds, _, _ in extra_answers if status in (429, 503)]
     return {
@@ -287,7 +309,11 @@ async def _round(url: str, body: bytes, documents: int, limit: int) -> dict[str,
         "refusal_ms_p50": round(float(np.median(refused)) * 1000, 2) if refused else None,
         "refusal_ms_p99": round(float(np.percentile(refused, 99)) * 1000, 2) if refused else None,
         "refusal_ms_max": round(max(refused) * 1000, 2) if refused else None,
-        "client_cpu_seconds_during_the_extra_requests": round(client_cpu, 3),
+        "connecting_the_extra_ms": round(connect_seconds * 1000, 2),
+        "extra_requests_wall_ms": round(wall * 1000, 2),
+        "client_cpu_ms": round(client_cpu * 1000, 1),
+        "server_loop_thread_ran_ms": round(loop_ran * 1000, 1),
+        "server_loop_thread_waited_for_a_cpu_ms": round(loop_waited * 1000, 1),
     }
 
 
@@ -298,7 +324,7 @@ def overload(process: ServeProcess, texts: list[str], limit: int, rounds: int) -
     memory = [server.memory_info().rss]
     results = []
     for _ in range(rounds):
-        results.append(asyncio.run(_round(process.url, body, len(request), limit)))
+        results.append(asyncio.run(_round(process.url, process.pid, body, len(request), limit)))
         memory.append(server.memory_info().rss)
     growth = memory[-1] / memory[1] - 1
     return {"limit": limit, "clients": 4 * limit, "body_bytes": len(body), "rounds": results,
@@ -329,6 +355,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="Documents per request of the levels.")
     parser.add_argument("--clients", type=int, nargs="+", default=list(CLIENTS), help="Concurrent clients of the levels.")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)), help="The server's workers and the in-process pool.")
+    parser.add_argument("--worker-nice", type=int, default=WORKER_NICE, help="The server's --worker-nice, and the in-process pool's threads' too.")
     parser.add_argument("--tab", type=Path, default=TAB, help="TAB's JSON files [default: ../shared/data/tab; the samples when absent].")
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args()
@@ -336,14 +363,15 @@ def main() -> None:
         parser.error("--overload-rounds must be 2 or more: the memory is compared between the first round and the last")
     queue = max(CLIENTS) - args.workers  # the 64 clients are exactly at the limit, never beyond
     limit = args.workers + queue
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder, ThreadPoolExecutor(args.workers) as pool:
+    pool = ThreadPoolExecutor(args.workers, initializer=lower_thread_priority, initargs=(args.worker_nice,))  # as the server's
+    with tempfile.TemporaryDirectory(prefix="bench-serve-") as folder, pool:
         work = Path(folder)
         name, index_path, documents = test_bed(work, args.tab)
         index = CorpusIndex(index_path)
         assess_documents(index, list(enumerate(documents)), K, ARITY)  # this process's kernels and index pages, as the server's
         started = time.perf_counter()
         server_args = [
-            "--workers", str(args.workers), "--queue", str(queue), "--k", str(K), "--arity", str(ARITY), "--log-level", "warning",
+            "--workers", str(args.workers), "--queue", str(queue), "--worker-nice", str(args.worker_nice), "--k", str(K), "--arity", str(ARITY), "--log-level", "warning",
             "--deadline", str(DEADLINE_S),
         ]
         with ServeProcess(index_path, *server_args, log=work / "serve.log") as process:
@@ -360,7 +388,7 @@ def main() -> None:
             "command": "python benchmarks/bench_serve.py " + " ".join(sys.argv[1:]),
             "test_bed": name,
             "documents": len(documents),
-            "settings": {"k": K, "arity": ARITY, "workers": args.workers, "queue": queue, "limit": limit, "deadline_s": DEADLINE_S,
+            "settings": {"k": K, "arity": ARITY, "workers": args.workers, "worker_nice": args.worker_nice, "queue": queue, "limit": limit, "deadline_s": DEADLINE_S,
                          "seconds_per_repeat": args.seconds, "repeats": args.repeats, "max_requests": args.max_requests,
                          "overload_rounds": args.overload_rounds},
             "machine": {"cpus": os.cpu_count(), "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},

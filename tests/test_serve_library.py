@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -169,6 +171,25 @@ def test_a_refusal_needs_no_thread_but_the_event_loops(index: Path, api_key: Api
     assert answers[0].headers["retry-after"].isdigit() and answers[0].headers["x-request-id"]
     if api_key is not None:
         assert answers[1].status_code == 401 and answers[1].json()["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's (elsewhere the workers keep the process's)")
+def test_the_workers_run_below_the_event_loops_priority(index: Path) -> None:
+    """The loop must get a CPU before the workers' batch work, or on a busy machine its answers and refusals wait."""
+
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    base = own_nice()
+    for nice in (0, 5):
+        service = Service(ServeSettings(index=index, workers=1, worker_nice=nice))
+        try:
+            assert service.pool.submit(own_nice).result() == min(19, base + nice)
+        finally:
+            service.close()
+    assert own_nice() == base  # the caller's thread keeps its priority
+    with pytest.raises(InputError, match="--worker-nice"):
+        ServeSettings(index=index, worker_nice=20)
 
 
 def test_a_server_not_ready_answers_503(index: Path) -> None:
