@@ -13,6 +13,8 @@ from typing import Any
 import anyio.to_thread
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from spacy_delink import assess_texts, protect_texts
@@ -190,6 +192,19 @@ def test_the_workers_run_below_the_event_loops_priority(index: Path) -> None:
     assert own_nice() == base  # the caller's thread keeps its priority
     with pytest.raises(InputError, match="--worker-nice"):
         ServeSettings(index=index, worker_nice=20)
+
+
+def test_the_gate_admits_under_a_mount_path(index: Path) -> None:
+    """Mounted under a prefix (scope root_path), the work endpoints are still admitted by the gate, not failed."""
+    service = Service(ServeSettings(index=index, workers=1))
+    service.ready = True
+    try:
+        with TestClient(Starlette(routes=[Mount("/api", app=create_app(service))])) as client:
+            response = client.post("/api/v1/assess", json={"text": TEXTS[0]})
+            assert response.status_code == 200, response.text
+            assert response.json()["records"][0]["id"] == 0 and service.admission.inside == 0
+    finally:
+        service.close()
 
 
 def test_a_server_not_ready_answers_503(index: Path) -> None:

@@ -116,7 +116,7 @@ class Gate:
         self.done = done  # counts and logs an answered request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = WORK_PATHS.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        endpoint = WORK_PATHS.get(_route_path(scope)) if scope["type"] == "http" and scope["method"] == "POST" else None
         if endpoint is None:
             return await self.app(scope, receive, send)
         started = time.monotonic()
@@ -137,6 +137,12 @@ class Gate:
             await self.app(scope, receive, send)
         finally:
             ticket.close()  # the endpoint handed the place to its job, or never reached it (a place is never kept)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match: without the ``root_path`` the application may be mounted under."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def _check_key(settings: ServeSettings, authorization: Optional[str]) -> None:
