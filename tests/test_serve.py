@@ -67,6 +67,18 @@ def address(server: ServeProcess) -> tuple[str, int]:
     return host, int(port)
 
 
+def read_response(raw: socket.socket) -> tuple[bytes, bytes]:
+    """A response's head and body from a socket, however the server's writes were split into segments."""
+    received = b""
+    while b"\r\n\r\n" not in received and (chunk := raw.recv(65536)):
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")))
+    while len(body) < length and (chunk := raw.recv(65536)):
+        body += chunk
+    return head, body
+
+
 def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")

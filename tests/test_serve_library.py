@@ -1,12 +1,20 @@
 """The pieces of `delink serve` without a process: assess_texts/protect_texts, the key, the settings, readiness."""
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from spacy_delink import assess_texts, protect_texts
@@ -130,6 +138,73 @@ def test_admission_holds_places_until_the_job_is_done() -> None:
     assert admission.inside == 1
     job.set_result([])
     assert admission.inside == 0
+
+
+@pytest.mark.parametrize("api_key", [None, ApiKey(KEY, "test")])
+def test_a_refusal_needs_no_thread_but_the_event_loops(index: Path, api_key: ApiKey | None) -> None:
+    """Under load every other thread waits for the GIL behind the workers: a 429 (or 401) that needed one would
+    wait with them. Here the only worker and every thread FastAPI could borrow are held until the end: the
+    refusals must come anyway (a generous bound: they need nothing that is held)."""
+    service = Service(ServeSettings(index=index, workers=1, queue=0, api_key=api_key))
+    service.ready = True
+    release = threading.Event()
+    authorization = {"Authorization": f"Bearer {KEY}"} if api_key is not None else {}
+
+    async def refusals() -> list[httpx.Response]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = 1
+        borrowed = asyncio.ensure_future(anyio.to_thread.run_sync(release.wait))  # FastAPI's one thread, held
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(service)), base_url="http://test") as client:
+                answers = [await asyncio.wait_for(client.post("/v1/assess", json={"text": "a"}, headers=authorization), 10)]
+                if api_key is not None:
+                    answers.append(await asyncio.wait_for(client.post("/v1/protect", json={"text": "a"}), 10))
+        finally:
+            release.set()
+            await borrowed
+        return answers
+
+    service.admission.enter().hand_over(service.pool.submit(release.wait))  # the one place, its job on the only worker
+    try:
+        answers = asyncio.run(refusals())
+    finally:
+        release.set()
+        service.close()
+    assert answers[0].status_code == 429 and answers[0].json()["error"]["code"] == "overloaded"
+    assert answers[0].headers["retry-after"].isdigit() and answers[0].headers["x-request-id"]
+    if api_key is not None:
+        assert answers[1].status_code == 401 and answers[1].json()["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's (elsewhere the workers keep the process's)")
+def test_the_workers_run_below_the_event_loops_priority(index: Path) -> None:
+    """The loop must get a CPU before the workers' batch work, or on a busy machine its answers and refusals wait."""
+
+    def own_nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    base = own_nice()
+    for nice in (0, 5):
+        service = Service(ServeSettings(index=index, workers=1, worker_nice=nice))
+        try:
+            assert service.pool.submit(own_nice).result() == min(19, base + nice)
+        finally:
+            service.close()
+    assert own_nice() == base  # the caller's thread keeps its priority
+    with pytest.raises(InputError, match="--worker-nice"):
+        ServeSettings(index=index, worker_nice=20)
+
+
+def test_the_gate_admits_under_a_mount_path(index: Path) -> None:
+    """Mounted under a prefix (scope root_path), the work endpoints are still admitted by the gate, not failed."""
+    service = Service(ServeSettings(index=index, workers=1))
+    service.ready = True
+    try:
+        with TestClient(Starlette(routes=[Mount("/api", app=create_app(service))])) as client:
+            response = client.post("/api/v1/assess", json={"text": TEXTS[0]})
+            assert response.status_code == 200, response.text
+            assert response.json()["records"][0]["id"] == 0 and service.admission.inside == 0
+    finally:
+        service.close()
 
 
 def test_a_server_not_ready_answers_503(index: Path) -> None:

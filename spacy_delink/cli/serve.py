@@ -51,6 +51,9 @@ def serve_command(
     ),
     workers: int = typer.Option(0, "--workers", help="Requests worked on at once [default 0: one per CPU]."),
     queue: Optional[int] = typer.Option(None, "--queue", help="Requests that may wait beyond those; more get 429 [default: 4 per worker]."),
+    worker_nice: int = typer.Option(
+        10, "--worker-nice", help="Nice steps the workers run below the event loop (Linux), so answers and refusals never wait behind them; 0: level."
+    ),
     max_body_bytes: int = typer.Option(8 * 1024 * 1024, "--max-body-bytes", help="Largest request body; larger ones get 413."),
     max_texts: int = typer.Option(64, "--max-texts", help="Most texts in one request; more get 413."),
     max_chars: int = typer.Option(200_000, "--max-chars", help="Longest text, in characters; longer ones get 413."),
@@ -81,7 +84,7 @@ def serve_command(
     serve_settings = ServeSettings(
         index=index, key_file=key_file, host=host, port=port, k=k, arity=arity, allow_weaker=allow_weaker, readings=check_readings(readings), config=config,
         config_overrides=config_overrides(ctx, settings or []), flagging=flagging, max_combinations=max_combinations,
-        workers=workers, queue=queue, max_body_bytes=max_body_bytes, max_texts=max_texts, max_chars=max_chars,
+        workers=workers, queue=queue, worker_nice=worker_nice, max_body_bytes=max_body_bytes, max_texts=max_texts, max_chars=max_chars,
         deadline=deadline, llm_batch_size=llm_batch_size, cors_origins=tuple(cors_origins or ()),
         api_key=load_api_key(api_key_file),
     )

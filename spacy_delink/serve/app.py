@@ -3,6 +3,8 @@
 FastAPI (on Starlette) gives the routes, the OpenAPI schema and the docs page; the
 request bodies are read by hand, within the size limit and after admission, instead of
 by FastAPI's body parameters, which would read any body whole before a check could run.
+A POST to an endpoint that does work is admitted or refused by ``Gate`` before routing:
+on the event loop alone, so a refusal is written at once however busy the workers are.
 Every answer that is not a success is ``{"error": {"code", "message"}}`` (``limits``);
 an unexpected failure is logged with its stack but without its message (which could
 quote a text) and answered 500 with a request id to find it by.
@@ -20,7 +22,8 @@ import traceback
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Optional
 
 from ..extras import require_extra
 
@@ -31,7 +34,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import HTMLResponse, Response
@@ -42,10 +45,11 @@ from swagger_ui_bundle import swagger_ui_path
 from .. import __version__
 from ..errors import DelinkError, InputError
 from ..evaluate.report import legend_html, report_asset
-from .limits import ApiError, read_body
+from .limits import ApiError, Ticket, read_body
 from .metrics import CONTENT_TYPE
 from .schema import ErrorResponse, Job, RecordsResponse, TextsRequest, parse_job
 from .service import Service
+from .settings import ServeSettings
 
 logger = logging.getLogger("spacy_delink.serve")
 
@@ -82,6 +86,70 @@ class NoSniffing:
         await self.app(scope, receive, send_marked if scope["type"] == "http" else send)
 
 
+#: The endpoints that do work, by path: admitted or refused by ``Gate``.
+WORK_PATHS = {"/v1/assess": "assess", "/v1/protect": "protect"}
+#: Where ``Gate`` leaves an admitted request's ``Admitted`` in the ASGI scope, for its endpoint.
+ADMITTED = "delink.admitted"
+
+
+@dataclass
+class Admitted:
+    """A request let in: its place, its id and when it arrived."""
+
+    ticket: Ticket
+    request_id: str
+    started: float
+
+
+class Gate:
+    """ASGI middleware: each POST to a work endpoint is checked (key, readiness) and admitted or refused here.
+
+    This runs before routing and before the body is read, on the event loop with no
+    thread hop (FastAPI runs a plain ``def`` dependency on a thread, which under load
+    waits for the GIL behind the workers): a refusal costs the loop some microseconds, so
+    at several times the limit every extra request is answered at once.
+    """
+
+    def __init__(self, app: ASGIApp, service: Service, done: Callable[[str, str, float, Response, Optional[Job]], None]) -> None:
+        self.app = app
+        self.service = service
+        self.done = done  # counts and logs an answered request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = WORK_PATHS.get(_route_path(scope)) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if endpoint is None:
+            return await self.app(scope, receive, send)
+        started = time.monotonic()
+        headers = Headers(scope=scope)
+        given = headers.get("x-request-id", "")
+        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+        try:
+            _check_key(self.service.settings, headers.get("authorization"))
+            if not self.service.ready:
+                raise ApiError(503, "not_ready", "the server is starting or stopping; retry shortly", 1)
+            ticket = self.service.admission.enter()
+        except ApiError as err:
+            response = err.response()
+            self.done(endpoint, request_id, started, response, None)
+            return await response(scope, receive, send)
+        scope[ADMITTED] = Admitted(ticket, request_id, started)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            ticket.close()  # the endpoint handed the place to its job, or never reached it (a place is never kept)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes match: without the ``root_path`` the application may be mounted under."""
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+def _check_key(settings: ServeSettings, authorization: Optional[str]) -> None:
+    if settings.api_key is not None and not settings.api_key.accepts(authorization):
+        raise ApiError(401, "unauthorized", "missing or wrong API key; send the header Authorization: Bearer <key>")
+
+
 class ClientGone(Exception):
     """The client closed the connection before its answer."""
 
@@ -108,6 +176,19 @@ def create_app(service: Service) -> FastAPI:
     settings = service.settings
     metrics = service.metrics
 
+    async def authorized(request: Request) -> None:
+        """A coroutine, not a plain function, which FastAPI would run on a thread."""
+        _check_key(settings, request.headers.get("authorization"))
+
+    def done(endpoint: str, request_id: str, started: float, response: Response, job: Optional[Job]) -> None:
+        """Count and log an answered request (ids and sizes, never a text)."""
+        seconds = time.monotonic() - started
+        metrics.answered(endpoint, response.status_code, seconds)
+        response.headers["X-Request-ID"] = request_id
+        documents = len(job.documents) if job is not None else 0
+        characters = job.characters if job is not None else 0
+        logger.info("%s %s %d: %d documents, %d characters, %.3f s", request_id, endpoint, response.status_code, documents, characters, seconds)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
@@ -121,6 +202,7 @@ def create_app(service: Service) -> FastAPI:
         redoc_url=None,
         lifespan=lifespan,
     )
+    app.add_middleware(Gate, service=service, done=done)  # inside CORS: a refusal carries its headers too
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
@@ -142,29 +224,18 @@ def create_app(service: Service) -> FastAPI:
     async def invalid(request: Request, err: RequestValidationError) -> Response:
         return ApiError(422, "invalid_request", "invalid request parameters").response()
 
-    def authorized(request: Request) -> None:
-        if settings.api_key is not None and not settings.api_key.accepts(request.headers.get("authorization")):
-            raise ApiError(401, "unauthorized", "missing or wrong API key; send the header Authorization: Bearer <key>")
-
     async def answer(request: Request, endpoint: str, submit: Callable[[Job], Any]) -> Response:
-        """One POST from arrival to answer: admission, body, job, waiting (deadline, disconnect)."""
-        started = time.monotonic()
+        """One admitted POST (``Gate``) from its body to its answer: body, job, waiting (deadline, disconnect)."""
+        admitted: Admitted = request.scope[ADMITTED]
+        started, request_id = admitted.started, admitted.request_id
         deadline = started + settings.deadline
-        given = request.headers.get("x-request-id", "")
-        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
         job: Job | None = None
         try:
-            if not service.ready:
-                raise ApiError(503, "not_ready", "the server is starting or stopping; retry shortly", 1)
-            ticket = service.admission.enter()
-            try:
-                body = await _within(deadline, read_body(request.stream(), request.headers.get("content-length"), settings.max_body_bytes))
-                job = parse_job(body, settings)
-                work = submit(job)
-                ticket.hand_over(work)
-                answered = await _wait(request, asyncio.wrap_future(work), deadline)
-            finally:
-                ticket.close()
+            body = await _within(deadline, read_body(request.stream(), request.headers.get("content-length"), settings.max_body_bytes))
+            job = parse_job(body, settings)
+            work = submit(job)
+            admitted.ticket.hand_over(work)
+            answered = await _wait(request, asyncio.wrap_future(work), deadline)
             response: Response = Response(answered, media_type="application/json")
         except ApiError as err:
             response = err.response()
@@ -180,12 +251,7 @@ def create_app(service: Service) -> FastAPI:
             logger.error("%s %s failed: %s (message withheld: it may quote a text)\n%s", request_id, endpoint, type(err).__name__, stack)
             code = "job_failed" if isinstance(err, DelinkError) else "internal"
             response = ApiError(500, code, f"the server failed on this request ({type(err).__name__}); report request id {request_id}").response()
-        seconds = time.monotonic() - started
-        metrics.answered(endpoint, response.status_code, seconds)
-        response.headers["X-Request-ID"] = request_id
-        documents = len(job.documents) if job is not None else 0
-        characters = job.characters if job is not None else 0
-        logger.info("%s %s %d: %d documents, %d characters, %.3f s", request_id, endpoint, response.status_code, documents, characters, seconds)
+        done(endpoint, request_id, started, response, job)
         return response
 
     async def _wait(request: Request, work: "asyncio.Future[bytes]", deadline: float) -> bytes:
@@ -193,13 +259,13 @@ def create_app(service: Service) -> FastAPI:
         gone = asyncio.ensure_future(_disconnected(request))
         either: set[asyncio.Future[Any]] = {work, gone}
         try:
-            done, _ = await asyncio.wait(either, timeout=max(deadline - time.monotonic(), 0.0), return_when=asyncio.FIRST_COMPLETED)
+            finished, _ = await asyncio.wait(either, timeout=max(deadline - time.monotonic(), 0.0), return_when=asyncio.FIRST_COMPLETED)
         finally:
             gone.cancel()
-        if work in done:
+        if work in finished:
             return work.result()
         work.cancel()  # a job still waiting never runs; one running finishes and is dropped
-        if gone in done:
+        if gone in finished:
             raise ClientGone("waiting")
         raise _too_late()
 
@@ -211,12 +277,12 @@ def create_app(service: Service) -> FastAPI:
     }
     post: dict[str, Any] = {"response_model": None, "responses": {200: {"model": RecordsResponse, "description": "One record per text, in order."}, **ERRORS}, "openapi_extra": body_docs}
 
-    @app.post("/v1/assess", dependencies=[Depends(authorized)], summary="The linkage attack on each text", **post)
+    @app.post("/v1/assess", summary="The linkage attack on each text", **post)
     async def assess(request: Request) -> Response:
         """Every phrase and combination of phrases that narrows a search of the original collection to fewer than k documents: the records of `delink assess`."""
         return await answer(request, "assess", lambda job: service.assess(job.documents, job.k, job.arity))
 
-    @app.post("/v1/protect", dependencies=[Depends(authorized)], summary="A protected version of each text", **post)
+    @app.post("/v1/protect", summary="A protected version of each text", **post)
     async def protect(request: Request) -> Response:
         """Each text rewritten until no phrase or combination links at (k, arity), checked: the records of `delink protect`, each with its protected_under."""
         return await answer(request, "protect", lambda job: service.protect(job.documents, job.k, job.arity))

@@ -21,6 +21,8 @@ from .auth import ApiKey, is_loopback
 
 #: Requests that may wait per worker unless ``--queue`` says otherwise: a burst of clients waits, a flood is refused.
 QUEUE_PER_WORKER = 4
+#: How far below the event loop's the workers' OS priority is by default (nice steps): see ``ServeSettings.worker_nice``.
+WORKER_NICE = 10
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class ServeSettings:
     #: Requests worked on at once (0: one per CPU) and requests waiting beyond them (None: 4 per worker); more get 429.
     workers: int = 0
     queue: Optional[int] = None
+    #: Nice steps the worker threads run below the event loop (Linux): the loop, which admits, refuses and answers,
+    #: gets a CPU before their batch work, so a busy server still answers at once; 0 keeps them level.
+    worker_nice: int = WORKER_NICE
     max_body_bytes: int = 8 * 1024 * 1024
     max_texts: int = 64
     max_chars: int = 200_000
@@ -76,6 +81,8 @@ class ServeSettings:
             raise InputError(f"--deadline must be a positive number of seconds, got {self.deadline}")
         if self.workers < 0:
             raise InputError(f"--workers must be >= 0 (0: one per CPU), got {self.workers}")
+        if not 0 <= self.worker_nice <= 19:
+            raise InputError(f"--worker-nice must be 0-19 (0: the workers at the event loop's priority), got {self.worker_nice}")
         if self.api_key is None and not is_loopback(self.host):
             raise InputError(
                 f"--host {self.host} without an API key would let anyone who reaches this machine use the index; "
