@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -221,22 +220,6 @@ def test_unknown_paths_and_methods(client: httpx.Client) -> None:
     assert_error(client.get("/v2/assess"), 404, "not_found")
     assert_error(client.get("/v1/assess"), 405, "method_not_allowed")
     assert_error(client.post("/healthz"), 405, "method_not_allowed")
-
-
-def read_response(raw: socket.socket) -> tuple[bytes, bytes]:
-    """An HTTP/1.1 response's head and its whole body (Content-Length bytes), however TCP splits them."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = raw.recv(65536)
-        assert chunk, f"the server closed the connection after {received!r}"
-        received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?im)^content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
-    while len(body) < length:
-        chunk = raw.recv(65536)
-        assert chunk, f"the server closed the connection {length - len(body)} bytes before the body's end"
-        body += chunk
-    return head, body
 
 
 def test_body_declared_too_large_is_refused_before_reading(client: httpx.Client, server: ServeProcess) -> None:
