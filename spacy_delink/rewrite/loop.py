@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
+from spacy.tokens import Doc
 from spacy.vocab import Vocab
 from spacy_llm.pipeline.llm import LLMWrapper
 
@@ -157,7 +158,11 @@ class RewriteLoop:
                 logger.warning("%s: a full detection found what the incremental one missed; masking on", self.name)
 
     def _ask(self, pending: list[RewriteResult], pass_no: int) -> None:
-        """One LLM pass over every pending document; accepted rewrites are re-detected."""
+        """One LLM pass over every pending document; accepted rewrites are re-detected.
+
+        Spans whose several-span prompt failed as a whole (``RETRY_ALONE``) are asked
+        again, one per prompt, before the pass ends; their retry's outcome is the one counted.
+        """
         assert self.llm is not None
         requests = [
             self.task.request_doc(
@@ -165,16 +170,28 @@ class RewriteLoop:
             )
             for r in pending
         ]
-        rejected: Counter[str] = Counter()
-        outcomes = [answered.user_data[RESULT_KEY] for answered in self.llm().pipe(requests, batch_size=len(requests))]
+        outcomes = self._answers(requests)
+        retried = [(i, [(s, e) for s, e, _ in outcome["retry"]]) for i, outcome in enumerate(outcomes) if outcome["retry"]]
+        if retried:
+            again = self._answers(
+                [self.task.request_doc(self.vocab, pending[i].text, spans, pass_no, per_prompt=1) for i, spans in retried]
+            )
+            for (i, _), outcome in zip(retried, again):
+                first = outcomes[i]
+                rejected = Counter(first["rejected"])
+                rejected.subtract(Counter(reason for _, _, reason in first["retry"]))
+                rejected.update(outcome["rejected"])
+                outcomes[i] = {"accepted": first["accepted"] + outcome["accepted"], "rejected": dict(rejected)}
+                self.stats["retried_alone"] += len(first["retry"])
+        rejected_all: Counter[str] = Counter()
         for outcome in outcomes:
-            rejected.update({reason: n for reason, n in outcome["rejected"].items() if n})
-        self.stats.update({f"rejected_{reason}": n for reason, n in rejected.items()})
-        if self.require_llm and rejected["no_response"]:
+            rejected_all.update({reason: n for reason, n in outcome["rejected"].items() if n})
+        self.stats.update({f"rejected_{reason}": n for reason, n in rejected_all.items()})
+        if self.require_llm and rejected_all["no_response"]:
             asked = sum(len(outcome["accepted"]) + sum(outcome["rejected"].values()) for outcome in outcomes)
             model = ", ".join(f"{k} {v}" for k, v in sorted(self.failures().items()) if not k.startswith("rejected_"))
             raise DelinkError(
-                f"{self.name}: require_llm is set but {rejected['no_response']} of {asked} span(s) in LLM pass {pass_no} "
+                f"{self.name}: require_llm is set but {rejected_all['no_response']} of {asked} span(s) in LLM pass {pass_no} "
                 f"got no answer from the model ({model or 'empty answers'}); nothing of this batch is written. "
                 "Check the endpoint (docs/llm.md) or drop --require-llm / require_llm to fall back to masks"
             )
@@ -182,11 +199,16 @@ class RewriteLoop:
             result.apply([(s, e, r) for s, e, r in outcome["accepted"]], "llm")
             if outcome["accepted"]:
                 result.detection = self.detect(result.text)
-        if rejected:
+        if rejected_all:
             logger.warning(
                 "pass %d: %d rewrite(s) rejected (%s); those spans stay flagged",
-                pass_no, sum(rejected.values()), ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())),
+                pass_no, sum(rejected_all.values()), ", ".join(f"{k} {v}" for k, v in sorted(rejected_all.items())),
             )
+
+    def _answers(self, requests: list[Doc]) -> list[dict[str, Any]]:
+        """The task's verdicts on a list of request Docs (one spacy-llm call for all of them)."""
+        assert self.llm is not None
+        return [answered.user_data[RESULT_KEY] for answered in self.llm().pipe(requests, batch_size=len(requests))]
 
     def _verify(self, result: RewriteResult) -> None:
         """SPEC §7 on exactly the text returned (a detection of an older text would not do)."""
