@@ -1,9 +1,10 @@
 """``spacy_delink.LlamaCpp.v1``: a GGUF model run in this process by llama-cpp-python, no server.
 
-For text that must not leave the machine and no server to run: the model file is read
-on the first prompt (never when the config is built or loaded, so ``spacy.load`` and
-``delink protect --config local`` with an unused model cost nothing), and the chat
-template comes from the GGUF file itself, as llama-cpp-python's chat completion reads it.
+For text that must not leave the machine and no server to run: the model file is
+checked when the pipeline is initialized (``DelinkRewriter.initialize``, which ``delink
+protect`` runs before any work) and read on the first prompt, never when the config is
+built (so ``spacy init fill-config`` and ``spacy.load`` cost nothing); the chat template
+comes from the GGUF file itself, as llama-cpp-python's chat completion reads it.
 
 Decoding is constrained to the answer's JSON schema when the prompt carries one
 (``spacy_delink.Rewrite.v1``'s prompts do: their items' ids and spans in order, each
@@ -38,7 +39,9 @@ def check_gguf(model_path: str) -> Path:
     """``model_path`` as a Path, or one clear line saying why it is not a GGUF model file."""
     path = Path(model_path).expanduser()
     if not model_path:
-        raise InputError("model.model_path is empty; set it to a GGUF model file (docs/llm.md, 'A local model without a server')")
+        raise InputError(
+            "model.model_path is empty; set it to a GGUF model file (with --config local: --llm.model_path PATH; docs/llm.md)"
+        )
     if not path.is_file():
         raise InputError(f"model.model_path {path} not found; set it to a GGUF model file (docs/llm.md)")
     with path.open("rb") as handle:
@@ -62,10 +65,9 @@ class LlamaCppModel:
     ) -> None:
         if n_ctx < 1 or max_tokens < 1 or n_threads < 0:
             raise InputError("model.n_ctx and model.max_tokens must be >= 1 and model.n_threads >= 0 (0 = llama.cpp's default)")
-        self.path = check_gguf(model_path)
-        require_extra("local", "spacy_delink.LlamaCpp.v1")  # checked here, imported on first use
+        self.model_path = model_path
         #: What the answer cache and logs name this model by.
-        self.name = str(self.path.resolve())
+        self.name = str(Path(model_path).expanduser().resolve()) if model_path else ""
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
@@ -80,20 +82,27 @@ class LlamaCppModel:
     def context_length(self) -> int:
         return self.n_ctx
 
+    def check(self) -> Path:
+        """The model file, or one clear line on why it cannot be used (no file, not a GGUF, the extra missing)."""
+        path = check_gguf(self.model_path)
+        require_extra("local", "spacy_delink.LlamaCpp.v1")
+        return path
+
     def _loaded(self) -> Any:
-        """The llama.cpp model, read from ``path`` on first use."""
+        """The llama.cpp model, read from ``model_path`` on first use."""
         if self._llama is None:
+            path = self.check()
             import llama_cpp
 
             started = time.perf_counter()
             self._llama = llama_cpp.Llama(
-                model_path=str(self.path),
+                model_path=str(path),
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads or None,
                 seed=self.seed,
                 verbose=False,
             )
-            logger.info("loaded %s in %.1f s", self.path, time.perf_counter() - started)
+            logger.info("loaded %s in %.1f s", path, time.perf_counter() - started)
         return self._llama
 
     def __call__(self, prompts: Iterable[Iterable[str]]) -> Iterable[Iterable[str]]:
