@@ -144,7 +144,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server() -> Iterator[str]:
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the tiny model."""
     path = tiny_gguf()
     missing = [m for m in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings") if find_spec(m) is None]
@@ -153,13 +153,15 @@ def llama_server() -> Iterator[str]:
     port = _free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", "4096", "--n_threads", "2", "--model_alias", "smollm2"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tmp_path_factory.mktemp("server") / "server.log"  # a file, not a pipe: llama.cpp logs ~200 kB while loading
+    with log.open("w") as output:
+        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
         while True:
             if server.poll() is not None:
-                pytest.fail(f"python -m llama_cpp.server exited: {server.stderr.read()[-2000:] if server.stderr else ''}")
+                pytest.fail(f"python -m llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
             try:
                 if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
                     break
