@@ -309,7 +309,6 @@ def test_rewrite_task_in_spacy_llms_own_llm_component(index_path: Path, server: 
     [
         ("good", True, None),
         ("fenced", True, None),
-        ("mask", True, None),
         ("429", True, None),
         ("500", False, "failed_http_500"),
         ("garbage", False, "rejected_malformed"),
@@ -331,8 +330,7 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
     assert replay(TEXT, doc._.delink_edits) == doc.text
     by = {e["by"] for e in doc._.delink_edits}
     if rewritten:
-        expected = "[REDACTED]" if behaviour == "mask" else REPLACEMENT
-        assert by == {"llm"} and doc.text == f"Her farm {expected} the {expected} {expected} was sold."
+        assert by == {"llm"} and doc.text == f"Her farm {REPLACEMENT} the {REPLACEMENT} {REPLACEMENT} was sold."
         assert doc._.delink_passes == 1
         assert server.requests - before == (2 if behaviour == "429" else 1)  # one prompt; 429 retried once
         assert not rewriter.failures()
@@ -348,6 +346,22 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
         assert sent == 2 * requests_per_pass  # max_passes = 2, one retry of a failed request
         # The server counts what reached it: a request that timed out may never have, on a busy machine.
         assert server.requests - before == sent if behaviour != "slow" else server.requests - before <= sent
+
+
+def test_a_models_own_mask_is_left_to_the_fallback_which_masks_fewer_tokens(index_path: Path, server: FakeOpenAI) -> None:
+    """The model answering the mask declines the span: the fallback masks it (fewest tokens), it is not asked again."""
+    long_span = "The applicant's farm near the river Mura was sold in 1994."
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, "mask"))
+    before = server.requests
+    doc = nlp(TEXT)
+    assert doc.text == "Her farm [REDACTED] the [REDACTED] [REDACTED] was sold." and doc._.delink_protected
+    assert {e["by"] for e in doc._.delink_edits} == {"mask"} and doc._.delink_passes == 2  # an LLM pass without edits, one mask pass
+    assert server.requests - before == 1 and rewriter.stats["declined_to_mask"] == 3  # not asked again in pass 2
+    assert not rewriter.failures()
+    masked = nlp(long_span)
+    assert masked._.delink_protected and {e["by"] for e in masked._.delink_edits} == {"mask"}
+    assert_protected(masked.text)
 
 
 def test_spans_of_a_failed_list_answer_are_asked_again_one_per_prompt(index_path: Path, server: FakeOpenAI) -> None:
