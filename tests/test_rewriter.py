@@ -309,7 +309,6 @@ def test_rewrite_task_in_spacy_llms_own_llm_component(index_path: Path, server: 
     [
         ("good", True, None),
         ("fenced", True, None),
-        ("mask", True, None),
         ("429", True, None),
         ("500", False, "failed_http_500"),
         ("garbage", False, "rejected_malformed"),
@@ -331,8 +330,7 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
     assert replay(TEXT, doc._.delink_edits) == doc.text
     by = {e["by"] for e in doc._.delink_edits}
     if rewritten:
-        expected = "[REDACTED]" if behaviour == "mask" else REPLACEMENT
-        assert by == {"llm"} and doc.text == f"Her farm {expected} the {expected} {expected} was sold."
+        assert by == {"llm"} and doc.text == f"Her farm {REPLACEMENT} the {REPLACEMENT} {REPLACEMENT} was sold."
         assert doc._.delink_passes == 1
         assert server.requests - before == (2 if behaviour == "429" else 1)  # one prompt; 429 retried once
         assert not rewriter.failures()
@@ -342,10 +340,70 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
         assert {e["pass"] for e in doc._.delink_edits} == {3}
         assert rewriter.failures()[failure] > 0
         requests_per_pass = 2 if failure and failure.startswith("failed_") and behaviour != "nocontent" else 1
+        if behaviour == "garbage":
+            requests_per_pass += 3  # the three spans of the failed answer asked again, one per prompt
         sent = rewriter.model.stats["requests"]  # type: ignore[attr-defined]
         assert sent == 2 * requests_per_pass  # max_passes = 2, one retry of a failed request
         # The server counts what reached it: a request that timed out may never have, on a busy machine.
         assert server.requests - before == sent if behaviour != "slow" else server.requests - before <= sent
+
+
+def test_a_models_own_mask_is_left_to_the_fallback_which_masks_fewer_tokens(index_path: Path, server: FakeOpenAI) -> None:
+    """The model answering the mask declines the span: the fallback masks it (fewest tokens), it is not asked again."""
+    long_span = "The applicant's farm near the river Mura was sold in 1994."
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, "mask"))
+    before = server.requests
+    doc = nlp(TEXT)
+    assert doc.text == "Her farm [REDACTED] the [REDACTED] [REDACTED] was sold." and doc._.delink_protected
+    assert {e["by"] for e in doc._.delink_edits} == {"mask"} and doc._.delink_passes == 2  # an LLM pass without edits, one mask pass
+    assert server.requests - before == 1 and rewriter.stats["declined_to_mask"] == 3  # not asked again in pass 2
+    assert not rewriter.failures()
+    masked = nlp(long_span)
+    assert masked._.delink_protected and {e["by"] for e in masked._.delink_edits} == {"mask"}
+    assert_protected(masked.text)
+
+
+def test_spans_of_a_failed_list_answer_are_asked_again_one_per_prompt(index_path: Path, server: FakeOpenAI) -> None:
+    """A model that loses the thread of a several-span list still rewrites every span, in the same pass."""
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, "lost"))
+    before = server.requests
+    doc = nlp(TEXT)
+    assert doc.text == f"Her farm {REPLACEMENT} the {REPLACEMENT} {REPLACEMENT} was sold." and doc._.delink_passes == 1
+    assert {e["by"] for e in doc._.delink_edits} == {"llm"}
+    assert_protected(doc.text)
+    assert server.requests - before == 1 + 3  # the list, then each of its three spans alone
+    assert rewriter.stats["retried_alone"] == 3 and not rewriter.failures()  # the retry's outcome is the one counted
+    single = spacy.blank("en")
+    alone = single.add_pipe("delink_rewriter", config={**llm_config(index_path, server, "garbage"), "max_passes": 1})
+    alone.task.spans_per_prompt = 1
+    before = server.requests
+    assert single(TEXT)._.delink_protected
+    assert server.requests - before == 3 and alone.stats["retried_alone"] == 0  # a one-span prompt is not asked again
+    assert alone.failures()["rejected_malformed"] == 3
+
+
+@pytest.mark.parametrize("response_format", [None, "json_schema", "json_object"])
+def test_response_format_sends_the_answer_schema_when_asked(index_path: Path, server: FakeOpenAI, response_format: str | None) -> None:
+    """Off by default (servers that refuse the field keep working); on, each prompt's own schema goes with it."""
+    nlp = spacy.blank("en")
+    rewriter = nlp.add_pipe("delink_rewriter", config=llm_config(index_path, server, "good", response_format=response_format))
+    server.response_formats.clear()
+    assert nlp(TEXT)._.delink_protected
+    [sent] = server.response_formats
+    if response_format is None:
+        assert sent is None and rewriter.model.stats["constrained"] == 0  # type: ignore[attr-defined]
+        return
+    assert sent["type"] == response_format and rewriter.model.stats["constrained"] == 1  # type: ignore[attr-defined]
+    schema = sent["json_schema"]["schema"] if response_format == "json_schema" else sent["schema"]
+    entries = schema["prefixItems"]
+    assert schema["type"] == "array" and schema["minItems"] == schema["maxItems"] == len(entries) == 3
+    assert [e["properties"]["id"]["const"] for e in entries] == [1, 2, 3]
+    assert [e["properties"]["span"]["const"] for e in entries] == ["near", "river", "Mura"]
+    assert all(e["properties"]["replacement"]["maxLength"] == len(span) + 80 for e, span in zip(entries, ["near", "river", "Mura"]))
+    with pytest.raises(InputError, match="model.response_format must be null, 'json_schema' or 'json_object'"):
+        make_openai_compatible(server.base_url, "good", response_format="grammar")
 
 
 @pytest.mark.parametrize("disguise", sorted(DISGUISES))

@@ -59,7 +59,8 @@ def protect_command(
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     config: Optional[Path] = typer.Option(
         None, "--config",
-        help="spaCy config with a delink_rewriter component [default: the offline Mask model]; "
+        help="spaCy config with a delink_rewriter component, or a shipped one by name: mask, openai, local "
+        "(a GGUF model in process) [default: the offline Mask model]; "
         f"its values can be overridden after INDEX and INPUT as spaCy does, e.g. {OVERRIDE_EXAMPLE}.",
     ),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),

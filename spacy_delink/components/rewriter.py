@@ -82,7 +82,7 @@ class DelinkRewriter(IndexedComponent):
         )
         if require_llm and not self.uses_llm:
             raise InputError(
-                "require_llm needs an LLM: set model to spacy_delink.OpenAICompatible.v1 (e.g. `--config openai`) "
+                "require_llm needs an LLM: set model to spacy_delink.OpenAICompatible.v1 or LlamaCpp.v1 (e.g. `--config openai`) "
                 "and max_passes >= 1; the Mask model rewrites nothing"
             )
         self.require_llm = require_llm
@@ -117,6 +117,13 @@ class DelinkRewriter(IndexedComponent):
         return state
 
     # -- the loop -------------------------------------------------------------------------
+
+    def initialize(self, get_examples: Callable[[], Iterable[Any]] | None = None, *, nlp: Language | None = None) -> None:
+        """Open the index, and let a model that reads a file check it (``LlamaCpp.v1``'s GGUF), so a bad path fails now."""
+        super().initialize(get_examples, nlp=nlp)
+        check = getattr(self.model, "check", None)
+        if self.uses_llm and callable(check):
+            check()
 
     @property
     def uses_llm(self) -> bool:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
+from spacy.tokens import Doc
 from spacy.vocab import Vocab
 from spacy_llm.pipeline.llm import LLMWrapper
 
@@ -40,6 +41,8 @@ class RewriteResult:
     linkage_risk_before: float
     passes: int = 0
     edits: list[dict[str, Any]] = field(default_factory=list)
+    #: Spans (their text) the model answered with the mask: left to the mask fallback, not asked again.
+    declined: set[str] = field(default_factory=set)
 
     @property
     def protected(self) -> bool:
@@ -157,36 +160,68 @@ class RewriteLoop:
                 logger.warning("%s: a full detection found what the incremental one missed; masking on", self.name)
 
     def _ask(self, pending: list[RewriteResult], pass_no: int) -> None:
-        """One LLM pass over every pending document; accepted rewrites are re-detected."""
+        """One LLM pass over every pending document; accepted rewrites are re-detected.
+
+        Spans whose several-span prompt failed as a whole (``RETRY_ALONE``) are asked
+        again, one per prompt, before the pass ends; their retry's outcome is the one counted.
+        A span the model answers with the mask itself is declined: the whole span masked
+        changes more tokens than the mask fallback, which masks the fewest that break
+        every linkable search (bench_llm_rewrite: 193 against 41 tokens at arity 3), so it
+        is left to the fallback and not asked again.
+        """
         assert self.llm is not None
-        requests = [
-            self.task.request_doc(
-                self.vocab, r.text, merge_ranges((o.start, o.end) for o in r.detection.to_rephrase()), pass_no
-            )
+        asks = [
+            (r, [(s, e) for s, e in merge_ranges((o.start, o.end) for o in r.detection.to_rephrase()) if r.text[s:e] not in r.declined])
             for r in pending
         ]
-        rejected: Counter[str] = Counter()
-        outcomes = [answered.user_data[RESULT_KEY] for answered in self.llm().pipe(requests, batch_size=len(requests))]
+        asks = [(r, spans) for r, spans in asks if spans]
+        if not asks:
+            return
+        pending = [r for r, _ in asks]
+        requests = [self.task.request_doc(self.vocab, r.text, spans, pass_no) for r, spans in asks]
+        outcomes = self._answers(requests)
+        retried = [(i, [(s, e) for s, e, _ in outcome["retry"]]) for i, outcome in enumerate(outcomes) if outcome["retry"]]
+        if retried:
+            again = self._answers(
+                [self.task.request_doc(self.vocab, pending[i].text, spans, pass_no, per_prompt=1) for i, spans in retried]
+            )
+            for (i, _), outcome in zip(retried, again):
+                first = outcomes[i]
+                rejected = Counter(first["rejected"])
+                rejected.subtract(Counter(reason for _, _, reason in first["retry"]))
+                rejected.update(outcome["rejected"])
+                outcomes[i] = {"accepted": first["accepted"] + outcome["accepted"], "rejected": dict(rejected)}
+                self.stats["retried_alone"] += len(first["retry"])
+        rejected_all: Counter[str] = Counter()
         for outcome in outcomes:
-            rejected.update({reason: n for reason, n in outcome["rejected"].items() if n})
-        self.stats.update({f"rejected_{reason}": n for reason, n in rejected.items()})
-        if self.require_llm and rejected["no_response"]:
+            rejected_all.update({reason: n for reason, n in outcome["rejected"].items() if n})
+        self.stats.update({f"rejected_{reason}": n for reason, n in rejected_all.items()})
+        if self.require_llm and rejected_all["no_response"]:
             asked = sum(len(outcome["accepted"]) + sum(outcome["rejected"].values()) for outcome in outcomes)
             model = ", ".join(f"{k} {v}" for k, v in sorted(self.failures().items()) if not k.startswith("rejected_"))
             raise DelinkError(
-                f"{self.name}: require_llm is set but {rejected['no_response']} of {asked} span(s) in LLM pass {pass_no} "
+                f"{self.name}: require_llm is set but {rejected_all['no_response']} of {asked} span(s) in LLM pass {pass_no} "
                 f"got no answer from the model ({model or 'empty answers'}); nothing of this batch is written. "
                 "Check the endpoint (docs/llm.md) or drop --require-llm / require_llm to fall back to masks"
             )
         for result, outcome in zip(pending, outcomes):
-            result.apply([(s, e, r) for s, e, r in outcome["accepted"]], "llm")
-            if outcome["accepted"]:
+            rewrites = [(s, e, r) for s, e, r in outcome["accepted"] if r.strip() != self.mask]
+            declined = {result.text[s:e] for s, e, r in outcome["accepted"] if r.strip() == self.mask}
+            result.declined |= declined
+            self.stats["declined_to_mask"] += len(declined)
+            result.apply(rewrites, "llm")
+            if rewrites:
                 result.detection = self.detect(result.text)
-        if rejected:
+        if rejected_all:
             logger.warning(
                 "pass %d: %d rewrite(s) rejected (%s); those spans stay flagged",
-                pass_no, sum(rejected.values()), ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())),
+                pass_no, sum(rejected_all.values()), ", ".join(f"{k} {v}" for k, v in sorted(rejected_all.items())),
             )
+
+    def _answers(self, requests: list[Doc]) -> list[dict[str, Any]]:
+        """The task's verdicts on a list of request Docs (one spacy-llm call for all of them)."""
+        assert self.llm is not None
+        return [answered.user_data[RESULT_KEY] for answered in self.llm().pipe(requests, batch_size=len(requests))]
 
     def _verify(self, result: RewriteResult) -> None:
         """SPEC §7 on exactly the text returned (a detection of an older text would not do)."""

@@ -88,7 +88,7 @@ class ProtectSummary:
 
 
 #: Configs shipped with the package, by the short name ``--config`` accepts.
-SHIPPED_CONFIGS = {"mask": "rewriter_mask.cfg", "openai": "rewriter_openai.cfg"}
+SHIPPED_CONFIGS = {"mask": "rewriter_mask.cfg", "openai": "rewriter_openai.cfg", "local": "rewriter_local.cfg"}
 SHIPPED_CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
 

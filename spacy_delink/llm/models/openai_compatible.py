@@ -18,6 +18,14 @@ bad call never stops a run. Three bounds keep a bad endpoint from stalling a run
   empty at once (counted as ``failed_endpoint_down``) instead of retrying; the first
   prompt after the cooldown probes it again.
 
+With ``response_format`` set, a prompt that carries its answer's JSON schema
+(``spacy_delink.Rewrite.v1``'s do) asks the server to decode under it: ``"json_schema"``
+sends OpenAI's form (``{"type": "json_schema", "json_schema": {"name", "schema"}}``: vLLM,
+llama.cpp's ``llama-server``), ``"json_object"`` the older one with the schema inside
+(``{"type": "json_object", "schema": ...}``: llama.cpp's server and llama-cpp-python's
+``python -m llama_cpp.server``). Off by default: a server that does not know the field
+may refuse the request.
+
 Credentials never reach a log line or warning: user info in ``base_url`` and query
 values whose name looks secret (``api-key=...``) are shown as ``***``.
 """
@@ -46,6 +54,8 @@ RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
 MAX_RETRY_AFTER_S = 60.0
 #: Query parameters whose value is shown as *** (api-key, access_token, sig, ...).
 SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential", re.IGNORECASE)
+#: The ``response_format`` settings and what each sends with a prompt's answer schema.
+RESPONSE_FORMATS = ("json_schema", "json_object")
 
 T = TypeVar("T")
 
@@ -139,6 +149,7 @@ class OpenAICompatibleModel:
         context_length: int,
         breaker_threshold: int,
         breaker_cooldown: float,
+        response_format: Optional[str] = None,
     ) -> None:
         try:
             url = httpx.URL(base_url)
@@ -153,6 +164,10 @@ class OpenAICompatibleModel:
             raise InputError("model.timeout, model.deadline and model.max_in_flight must be positive")
         if retries < 0 or backoff < 0 or breaker_threshold < 0 or breaker_cooldown < 0:
             raise InputError("model.retries, model.backoff, model.breaker_threshold and model.breaker_cooldown must be >= 0")
+        if response_format is not None and response_format not in RESPONSE_FORMATS:
+            raise InputError(
+                f"model.response_format must be null, {' or '.join(repr(f) for f in RESPONSE_FORMATS)}, got {response_format!r}"
+            )
         if url.host not in LOCAL_HOSTS:
             warnings.warn(
                 f"model.base_url {shown} is not on this machine: document text (the context of each "
@@ -175,6 +190,7 @@ class OpenAICompatibleModel:
         self.max_tokens = max_tokens
         self._context_length = context_length
         self.breaker = CircuitBreaker(breaker_threshold, breaker_cooldown)
+        self.response_format = response_format
         self.stats: Counter[str] = Counter()
 
     @property
@@ -236,14 +252,26 @@ class OpenAICompatibleModel:
                 self.url, self.breaker.consecutive, self.breaker.cooldown,
             )
 
-    async def _attempts(self, batch: _Batch, prompt: str) -> tuple[Optional[str], str, int]:
-        """(answer, '', attempts) or (None, why it failed, attempts), with retries and backoff."""
-        payload = {
+    def _payload(self, prompt: str) -> Dict[str, Any]:
+        """The request body; with ``response_format`` and a prompt that carries its answer schema, that schema too."""
+        payload: Dict[str, Any] = {
             "model": self.name,
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": [{"role": "user", "content": str(prompt)}],
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
+        schema = getattr(prompt, "answer_schema", None) if self.response_format else None
+        if schema is not None:
+            self.stats["constrained"] += 1
+            if self.response_format == "json_schema":
+                payload["response_format"] = {"type": "json_schema", "json_schema": {"name": "rewrites", "schema": schema}}
+            else:
+                payload["response_format"] = {"type": "json_object", "schema": schema}
+        return payload
+
+    async def _attempts(self, batch: _Batch, prompt: str) -> tuple[Optional[str], str, int]:
+        """(answer, '', attempts) or (None, why it failed, attempts), with retries and backoff."""
+        payload = self._payload(prompt)
         failure = "unknown"
         for attempt in range(self.retries + 1):
             if self.endpoint_down:  # a prompt already tried keeps its own failure; others were not sent
@@ -307,9 +335,14 @@ def make_openai_compatible(
     context_length: int = 8192,
     breaker_threshold: int = 5,
     breaker_cooldown: float = 30.0,
+    response_format: Optional[str] = None,
 ) -> OpenAICompatibleModel:
-    """Chat model at ``base_url``; the API key is read from ``$api_key_env`` at call time."""
+    """Chat model at ``base_url``; the API key is read from ``$api_key_env`` at call time.
+
+    ``response_format``: null (off), ``"json_schema"`` or ``"json_object"``: send each
+    prompt's answer schema in that form for constrained decoding (module docstring).
+    """
     return OpenAICompatibleModel(
         base_url, name, api_key_env, timeout, deadline, retries, backoff, max_in_flight, temperature, max_tokens,
-        context_length, breaker_threshold, breaker_cooldown,
+        context_length, breaker_threshold, breaker_cooldown, response_format,
     )

