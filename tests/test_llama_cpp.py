@@ -193,3 +193,30 @@ def test_a_real_model_behind_llama_cpps_openai_compatible_server(sample_index: P
     assert_protected_and_rewritten(sample_index, texts, docs)
     stats = rewriter.model.stats  # type: ignore[attr-defined]
     assert stats["calls"] > 0 and stats["constrained"] == stats["calls"] and not rewriter.failures()["rejected_malformed"]
+
+
+def test_a_long_spans_schema_stays_within_what_llama_cpps_grammar_parser_accepts() -> None:
+    """A 270-character TAB span allowed 1,080 characters; llama.cpp refused that grammar and the process crashed."""
+    from spacy_delink.llm.tasks.rewrite.task import SCHEMA_MAX_LENGTH, answer_schema, longest_replacement
+
+    span = "initiated criminal proceedings against the applicants. " * 5
+    (entry,) = answer_schema([{"id": 1, "span": span}])["prefixItems"]
+    assert longest_replacement(span) > 1000
+    assert entry["properties"]["replacement"]["maxLength"] == SCHEMA_MAX_LENGTH <= 1000
+    (short,) = answer_schema([{"id": 1, "span": "river Mura"}])["prefixItems"]
+    assert short["properties"]["replacement"]["maxLength"] == longest_replacement("river Mura")
+
+
+@pytest.mark.slow
+@real_model
+def test_a_real_model_decodes_under_a_long_spans_schema(sample_index: Path) -> None:
+    """The grammar of a long span's answer is accepted by llama.cpp (it crashed the process before the cap)."""
+    from spacy_delink.llm.tasks.rewrite.task import RewritePrompt, answer_schema
+
+    path = tiny_gguf()
+    assert path is not None
+    model = make_llama_cpp(str(path), n_threads=2, max_tokens=8)
+    span = "initiated criminal proceedings against the applicants. " * 5
+    prompt = RewritePrompt("Rewrite the span.", answer_schema([{"id": 1, "span": span}]))
+    (answers,) = model([[prompt]])
+    assert list(answers) and model.stats["constrained"] == 1

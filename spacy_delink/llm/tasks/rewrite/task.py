@@ -85,11 +85,19 @@ def longest_replacement(span: str) -> int:
     return max(4 * len(span), len(span) + 80)
 
 
+#: The longest replacement a schema asks for: llama.cpp refuses a grammar whose string
+#: repeats a character more than about a thousand times (and llama-cpp-python then crashes
+#: the process), as it did for a 270-character TAB span (limit 1,080). The too_long check
+#: still applies its own limit to every answer.
+SCHEMA_MAX_LENGTH = 500
+
+
 def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The answer to ``items`` as a JSON schema: one object per item, in order, its id and span fixed.
 
     Decoding under it leaves the model only the replacements to write, none longer than
-    the too_long check accepts; the answer is still checked like any other.
+    the too_long check accepts (nor than ``SCHEMA_MAX_LENGTH``); the answer is still
+    checked like any other.
     """
     entries = [
         {
@@ -97,7 +105,7 @@ def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
             "properties": {
                 "id": {"const": item["id"]},
                 "span": {"const": item["span"]},
-                "replacement": {"type": "string", "minLength": 1, "maxLength": longest_replacement(item["span"])},
+                "replacement": {"type": "string", "minLength": 1, "maxLength": min(longest_replacement(item["span"]), SCHEMA_MAX_LENGTH)},
             },
             "required": ["id", "span", "replacement"],
             "additionalProperties": False,
