@@ -6,8 +6,11 @@ documents go through ``delink_rewriter`` twice, once with the GGUF model and onc
 the Mask model, at k = 2, and the JSON reports for each:
 
 * seconds per document, LLM calls (prompts answered), seconds per prompt, passes;
-* what fixed the flagged spans: edits by the model's rephrasing, by the model's own mask
-  answer, and by the mask fallback, with the rephrased share of all edits;
+* what fixed the flagged spans: each span flagged in the input is traced through the
+  passes' edits to the output and counted as ``masked`` (a mask covers part of it),
+  ``rephrased`` (only the model's rewrites touch it) or ``untouched`` (a neighbouring edit
+  broke it); ``fixed_by_rewriting`` is the rephrased share of the flagged spans. Edits are
+  also counted by what made them: the model's rephrasing, its own mask answer, the fallback;
 * rejected answers by reason, spans retried one per prompt, constrained (grammar) prompts;
 * tokens changed and the cosine similarity of de-identified vs protected text, both as
   ``delink evaluate`` computes them (``compare_texts``; all-MiniLM-L6-v2 document embeddings);
@@ -100,13 +103,52 @@ def by_kind(edit: dict[str, Any]) -> str:
     return "llm_mask" if edit["replacement"].strip() == MASK else "rephrased"
 
 
+def source_fates(source: str, edits: list[dict[str, Any]]) -> list[str]:
+    """What became of each character of ``source``: ``kept``, ``llm`` (rewritten) or ``mask`` (under a mask).
+
+    Edits are replayed pass by pass (their offsets are into the text before their pass);
+    each character of the current text remembers the source range it stands for, so a
+    mask over a rewrite marks the rewritten source as masked.
+    """
+    owners: list[tuple[str, int, int]] = [("kept", i, i + 1) for i in range(len(source))]
+    for number in sorted({edit["pass"] for edit in edits}):
+        rebuilt, cursor = [], 0
+        for edit in sorted((e for e in edits if e["pass"] == number), key=lambda e: e["start"]):
+            rebuilt += owners[cursor : edit["start"]]
+            covered = owners[edit["start"] : edit["end"]] or owners[max(0, edit["start"] - 1) : edit["start"] + 1]
+            low, high = min(o[1] for o in covered), max(o[2] for o in covered)
+            rebuilt += [("mask" if by_kind(edit) != "rephrased" else "llm", low, high)] * len(edit["replacement"])
+            cursor = edit["end"]
+        owners = rebuilt + owners[cursor:]
+    fates = ["kept"] * len(source)
+    for kind, low, high in owners:
+        if kind != "kept":
+            for i in range(low, high):
+                fates[i] = "mask" if kind == "mask" or fates[i] == "mask" else "llm"
+    return fates
+
+
+def span_fates(source: str, edits: list[dict[str, Any]], spans: list[tuple[int, int]]) -> Counter[str]:
+    """Each flagged span of ``source``: ``masked``, ``rephrased`` or ``untouched`` (see the module docstring)."""
+    fates = source_fates(source, edits)
+    counted: Counter[str] = Counter()
+    for start, end in spans:
+        inside = set(fates[start:end])
+        counted["masked" if "mask" in inside else "rephrased" if "llm" in inside else "untouched"] += 1
+    return counted
+
+
 def summary(
     component: Any, index: Any, arity: int, texts: list[str], docs: list[Any], seconds: list[float],
     encoder: DocumentEncoder | None,
 ) -> dict[str, Any]:
     edits = [edit for doc in docs for edit in doc._.delink_edits]
     by = Counter(by_kind(e) for e in edits)
-    flagged = sum(len(merge_ranges((o.start, o.end) for o in detect(index, t, K, arity).to_rephrase())) for t in texts)
+    flagged_spans = [merge_ranges((o.start, o.end) for o in detect(index, t, K, arity, readings=component.readings).to_rephrase()) for t in texts]
+    fates: Counter[str] = Counter()
+    for text, doc, spans in zip(texts, docs, flagged_spans):
+        fates.update(span_fates(text, doc._.delink_edits, spans))
+    flagged = sum(len(spans) for spans in flagged_spans)
     compared = [compare_texts(index.tokenizer, before, doc.text) for before, doc in zip(texts, docs)]
     inner = getattr(component.model, "model", component.model)
     stats = Counter(getattr(inner, "stats", {}))
@@ -119,6 +161,9 @@ def summary(
         "seconds_per_prompt": round(model_seconds / calls, 2) if calls else None,
         "passes_mean": round(statistics.mean(doc._.delink_passes for doc in docs), 2),
         "flagged_spans_before": flagged,
+        "flagged_span_fates": {fate: fates[fate] for fate in ("rephrased", "masked", "untouched")},
+        "fixed_by_rewriting": round(fates["rephrased"] / flagged, 3) if flagged else None,
+        "declined_to_mask": component.stats["declined_to_mask"],
         "edits": dict(by),
         "rephrased_share_of_edits": round(by["rephrased"] / len(edits), 3) if edits else None,
         "rejected": {k.removeprefix("rejected_"): v for k, v in sorted(component.stats.items()) if k.startswith("rejected_")},

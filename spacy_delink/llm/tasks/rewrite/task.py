@@ -16,8 +16,12 @@ Every requested span ends with exactly one outcome, counted in the result: accep
 rejected as ``no_response`` (the model call failed or came back empty), ``malformed``
 (no JSON list in the answer), ``missing`` (the answer skips it), ``echo`` (the
 replacement's search form still contains the span's words, letter-spaced or not),
-``outside`` (the answer rewrites text around the span, or names a span that was not
-asked for), ``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
+``outside`` (the answer rewrites text around the span, restates four or more words of
+its context that the span lacks, or names a span that was not asked for), ``repeats``
+(it says a run of three words twice where the span does not: a small model's loop),
+``example`` (it copies a few-shot example's replacement of two or more words that its
+context does not hold: small models answer every span with the last example's),
+``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
 (``markup``, ``url``, ``code``, ``instruction``, ``control``: the replacement brings in
 what the span lacks; ``control`` covers every invisible character), ``lookalike``
 (letters of a script or form the context does not use, or a word mixing scripts) or
@@ -39,21 +43,24 @@ from spacy.vocab import Vocab
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
 from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
-from .parser import contains_run, extract_json_list, search_words
+from .parser import contains_run, extract_json_list, runs, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
 REJECTION_REASONS = (
-    "no_response", "malformed", "missing", "echo", "outside", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
+    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
 )
 #: Why a span of a several-span prompt is asked again alone before its pass ends: the
 #: answer as a whole failed (no JSON list) or skipped it. A small model that loses the
 #: thread of a long list often answers one span well.
 RETRY_ALONE = ("malformed", "missing")
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
-CHECKS_VERSION = 3
+CHECKS_VERSION = 4
 CONTEXT_MODES = ("sentence", "window")
+#: Words in a run of the context that a replacement may not restate (``outside``), and in a
+#: run it may not say twice (``repeats``), unless the span itself does.
+RESTATED_RUN, REPEATED_RUN = 4, 3
 #: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
 DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
 SPAN_OPEN, SPAN_CLOSE = "⟦", "⟧"
@@ -133,6 +140,11 @@ class RewriteTask:
         if window < 1 or spans_per_prompt < 1:
             raise InputError(f"task.window and task.spans_per_prompt must be >= 1, got {window} and {spans_per_prompt}")
         self.examples = examples
+        #: The examples' replacements as search words, for the ``example`` check (one word,
+        #: or the mask, is ordinary enough to be written independently).
+        self.example_runs = [
+            words for words in (search_words(example["replacement"]) for example in examples) if len(words) >= 2
+        ]
         self.instructions = instructions
         self.context = context
         self.window = window
@@ -338,6 +350,7 @@ class RewriteTask:
                 outcomes[position] = self._check(chunk[position], replacement)
         return outcomes
 
+
     @staticmethod
     def _position(chunk: List[Dict[str, Any]], outcomes: List[Optional[Verdict]], span: str, item_id: Any) -> Optional[int]:
         """Which item an answer entry belongs to: its id when valid, else the first open item with that span."""
@@ -348,19 +361,31 @@ class RewriteTask:
                 return position
         return None
 
+    def _copies_example(self, words: List[str], context: List[str]) -> bool:
+        """Whether ``words`` hold an example's whole replacement that the item's own context lacks."""
+        return any(contains_run(words, run) and not contains_run(context, run) for run in self.example_runs)
+
     def _check(self, item: Dict[str, Any], replacement: str) -> Verdict:
         """Accept the replacement, or say why not."""
         span = item["span"]
         if len(replacement) > longest_replacement(span):
             return False, "too_long"
-        words = search_words(replacement)
-        if contains_run(words, search_words(span)):
+        words, span_words = search_words(replacement), search_words(span)
+        if contains_run(words, span_words):
             return False, "echo"
         context: str = item["context"]
-        before = search_words(context[: context.index(SPAN_OPEN)])[-2:]
-        after = search_words(context[context.rindex(SPAN_CLOSE) + 1 :])[:2]
-        if (len(before) == 2 and words[:2] == before) or (len(after) == 2 and words[-2:] == after):
+        before = search_words(context[: context.index(SPAN_OPEN)])
+        after = search_words(context[context.rindex(SPAN_CLOSE) + 1 :])
+        if (len(before) >= 2 and words[:2] == before[-2:]) or (len(after) >= 2 and words[-2:] == after[:2]):
             return False, "outside"
+        restated = (runs(before, RESTATED_RUN) | runs(after, RESTATED_RUN)).keys() - runs(span_words, RESTATED_RUN).keys()
+        if restated & runs(words, RESTATED_RUN).keys():
+            return False, "outside"
+        said = runs(span_words, REPEATED_RUN)
+        if any(n > 1 and said[run] < n for run, n in runs(words, REPEATED_RUN).items()):
+            return False, "repeats"
+        if self.example_runs and self._copies_example(words, search_words(context)):
+            return False, "example"
         content = introduced_content(span, replacement, self.mask)
         if content is not None:
             return False, content
