@@ -284,13 +284,15 @@ def make_rewrite_task(
     spans_key: str = REPHRASE_SPANS,
     min_similarity: Optional[float] = None,
     similarity_model: Optional[str] = None,
+    above_mask: bool = False,
 ) -> Any:
     """The rewrite task (a ``RewriteTask``); ``examples`` defaults to the shipped ``examples.jsonl``.
 
     ``spans_key``: the span group to rewrite when the task runs in a plain ``llm`` component.
     ``min_similarity``: refuse replacements whose context embedding falls below this cosine
     (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
-    folder instead of the shipped all-MiniLM-L6-v2.
+    folder instead of the shipped all-MiniLM-L6-v2; ``above_mask``: also refuse a rephrasing
+    whose context is less similar to the original than the context with the span masked.
     """
     from .llm.tasks.rewrite.content import SimilarityCheck
     from .llm.tasks.rewrite.registry import DEFAULT_EXAMPLES, read_examples, read_template
@@ -303,5 +305,5 @@ def make_rewrite_task(
         spans_per_prompt,
         read_template(template or DEFAULT_TEMPLATE),
         spans_key,
-        SimilarityCheck.from_settings(min_similarity, similarity_model),
+        SimilarityCheck.from_settings(min_similarity, similarity_model, above_mask),
     )

@@ -289,6 +289,13 @@ def test_answers_that_restate_the_context_or_loop_are_refused() -> None:
     twice = "It heard one of the judges and one of the lawyers in private."
     said_twice = (twice.index("one"), twice.index(" in private"))
     assert judge_one(task, twice, said_twice, "one of the judges and one of the counsel")["accepted"]  # the span says it twice too
+    # a loop of punctuation the span lacks (seen from Qwen2.5-0.5B: 'Convention")]]]]]]...')
+    quoted = "The application was lodged under the Convention (\u201cthe Convention\u201d) by four nationals."
+    convention = (quoted.index("Convention (") + 11, quoted.index(" nationals"))
+    assert judge_one(task, quoted, convention, "Convention\u201d)" + "]" * 40)["rejected"]["repeats"] == 1
+    dots = "The list read: item one.... item two, and then it ended."
+    ellipsis = (dots.index("item one"), dots.index(", and"))
+    assert judge_one(task, dots, ellipsis, "the first.... the second")["accepted"]  # the span has that run too
 
 
 def test_similarity_check_refuses_replacements_that_drift() -> None:
@@ -301,6 +308,12 @@ def test_similarity_check_refuses_replacements_that_drift() -> None:
     assert judge_one(task, TEXT, mura, "[REDACTED]")["accepted"] == [[*mura, "[REDACTED]"]]
     assert judge_one(task, TEXT, mura, "banana smoothie recipe with chocolate")["rejected"]["dissimilar"] == 1
     assert "min_similarity=0.8" in task.prompt_template  # cached verdicts are tied to the checks
+    # above_mask alone: a rewrite must keep more of the sentence than the mask (0.75) would; "a bakery" 0.73
+    against_mask = make_rewrite_task(above_mask=True)
+    assert judge_one(against_mask, TEXT, mura, "a river")["accepted"] == [[*mura, "a river"]]
+    assert judge_one(against_mask, TEXT, mura, "a bakery")["rejected"]["dissimilar"] == 1
+    assert judge_one(make_rewrite_task(min_similarity=0.5), TEXT, mura, "a bakery")["accepted"]
+    assert "above_mask=True" in against_mask.prompt_template
 
 
 def test_similarity_check_is_skipped_with_a_note_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,6 +321,8 @@ def test_similarity_check_is_skipped_with_a_note_without_the_extra(monkeypatch: 
     with pytest.warns(UserWarning, match="similarity check is skipped"):
         task = make_rewrite_task(min_similarity=0.8)
     assert task.similarity is None
+    with pytest.warns(UserWarning, match="above_mask"):
+        assert make_rewrite_task(above_mask=True).similarity is None
     with pytest.raises(InputError, match="min_similarity"):
         content.SimilarityCheck(1.5, None)
 

@@ -118,27 +118,38 @@ class SimilarityCheck:
     never at construction.
     """
 
-    def __init__(self, threshold: float, model_path: Optional[str]) -> None:
-        if not -1.0 <= threshold <= 1.0:
+    def __init__(self, threshold: Optional[float], model_path: Optional[str], above_mask: bool = False) -> None:
+        if threshold is not None and not -1.0 <= threshold <= 1.0:
             raise InputError(f"task.min_similarity must be between -1 and 1 (a cosine), got {threshold}")
         self.threshold = threshold
+        #: Also refuse a rephrasing whose context keeps less of the original than the mask would:
+        #: masking is the alternative, so a rewrite must earn its place.
+        self.above_mask = above_mask
         self.model_path = model_path
         self._encoder: Optional[object] = None
 
     @classmethod
-    def from_settings(cls, threshold: Optional[float], model_path: Optional[str]) -> Optional["SimilarityCheck"]:
+    def from_settings(
+        cls, threshold: Optional[float], model_path: Optional[str], above_mask: bool = False
+    ) -> Optional["SimilarityCheck"]:
         """The check a task config asks for; None when off or when the extra is absent (with a warning)."""
-        if threshold is None:
+        if threshold is None and not above_mask:
             return None
         if not embeddings_available(model_path):
             warnings.warn(
-                "task.min_similarity is set but the embeddings extra is not installed, so the similarity check "
-                "is skipped (the content checks still run); install it with pip install 'spacy-delink[semantic]'",
+                "task.min_similarity or task.above_mask is set but the embeddings extra is not installed, so the "
+                "similarity check is skipped (the content checks still run); install it with pip install "
+                "'spacy-delink[semantic]'",
                 UserWarning,
                 stacklevel=3,
             )
             return None
-        return cls(threshold, model_path)
+        return cls(threshold, model_path, above_mask)
+
+    def refused(self, scores: np.ndarray, mask_scores: Optional[np.ndarray]) -> np.ndarray:
+        """Which replacements fall below the threshold, or below the masked context's score (``above_mask``)."""
+        low = np.zeros(len(scores), dtype=bool) if self.threshold is None else scores < self.threshold
+        return low if mask_scores is None else low | (scores < mask_scores)
 
     def similarities(self, before: Sequence[str], after: Sequence[str]) -> np.ndarray:
         """Cosine similarity of ``before[i]`` and ``after[i]``."""

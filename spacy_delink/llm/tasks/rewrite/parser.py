@@ -10,6 +10,8 @@ from ....linkage.search_form import fold_text
 
 _WORD = re.compile(r"\w+")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+#: Four or more of one punctuation mark in a row ("]]]]", "...."): a decoding loop when the span lacks it.
+_MARK_RUN = re.compile(r"([^\w\s])\1{3,}")
 
 
 def search_words(text: str) -> List[str]:
@@ -38,6 +40,11 @@ def contains_run(words: List[str], run: List[str]) -> bool:
 def runs(words: List[str], width: int) -> Counter[Tuple[str, ...]]:
     """How often each run of ``width`` consecutive words occurs in ``words``."""
     return Counter(tuple(words[i : i + width]) for i in range(len(words) - width + 1))
+
+
+def mark_runs(text: str) -> set[str]:
+    """The punctuation marks that ``text`` repeats four or more times in a row."""
+    return {match.group(1) for match in _MARK_RUN.finditer(text)}
 
 
 def extract_json_list(response: str) -> Optional[List[Any]]:

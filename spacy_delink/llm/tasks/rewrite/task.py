@@ -18,14 +18,16 @@ rejected as ``no_response`` (the model call failed or came back empty), ``malfor
 replacement's search form still contains the span's words, letter-spaced or not),
 ``outside`` (the answer rewrites text around the span, restates four or more words of
 its context that the span lacks, or names a span that was not asked for), ``repeats``
-(it says a run of three words twice where the span does not: a small model's loop),
+(it says a run of three words twice, or one punctuation mark four times in a row,
+where the span does not: a small model's loop),
 ``example`` (it copies a few-shot example's replacement of two or more words that its
 context does not hold: small models answer every span with the last example's),
 ``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
 (``markup``, ``url``, ``code``, ``instruction``, ``control``: the replacement brings in
 what the span lacks; ``control`` covers every invisible character), ``lookalike``
 (letters of a script or form the context does not use, or a word mixing scripts) or
-``dissimilar`` (below ``min_similarity``, when that check is on). Words are compared in
+``dissimilar`` (below ``min_similarity``, or with ``above_mask`` less similar than the
+span masked, when those checks are on). Words are compared in
 the search form of SPEC §8, as the adversary's engine reads them.
 """
 from __future__ import annotations
@@ -43,7 +45,7 @@ from spacy.vocab import Vocab
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
 from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
-from .parser import contains_run, extract_json_list, runs, search_words
+from .parser import contains_run, extract_json_list, mark_runs, runs, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
@@ -56,7 +58,7 @@ REJECTION_REASONS = (
 #: thread of a long list often answers one span well.
 RETRY_ALONE = ("malformed", "missing")
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
-CHECKS_VERSION = 4
+CHECKS_VERSION = 5
 CONTEXT_MODES = ("sentence", "window")
 #: Words in a run of the context that a replacement may not restate (``outside``), and in a
 #: run it may not say twice (``repeats``), unless the span itself does.
@@ -164,9 +166,10 @@ class RewriteTask:
         The cache stores judged answers, so the checks are part of it too.
         """
         threshold = self.similarity.threshold if self.similarity is not None else None
+        above_mask = self.similarity is not None and self.similarity.above_mask
         return self._preamble() + (
             f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt}"
-            f" checks={CHECKS_VERSION} min_similarity={threshold}"
+            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask}"
         )
 
     def _preamble(self) -> str:
@@ -304,7 +307,7 @@ class RewriteTask:
     def _check_similarity(
         self, judged: List[Tuple[Dict[str, Any], Optional[Verdict]]]
     ) -> List[Tuple[Dict[str, Any], Optional[Verdict]]]:
-        """Demote accepted replacements whose context drifts below ``min_similarity`` (one batch per Doc).
+        """Demote accepted replacements that the similarity check refuses (one batch per Doc).
 
         The mask is exempt: it is what the fallback would write anyway.
         """
@@ -313,17 +316,23 @@ class RewriteTask:
         pending = [i for i, (_, v) in enumerate(judged) if v is not None and v[0] and v[1].strip() != self.mask]
         if not pending:
             return judged
-        before, after = [], []
+        before, after, masked = [], [], []
         for i in pending:
             item, (_, replacement) = judged[i]  # type: ignore[misc]
             context: str = item["context"]
             left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
             before.append(f"{left}{item['span']}{right}")
             after.append(f"{left}{replacement}{right}")
-        scores = self.similarity.similarities(before, after)
+            masked.append(f"{left}{self.mask}{right}")
+        mask_scores: Optional[np.ndarray] = None
+        if self.similarity.above_mask:
+            scores = self.similarity.similarities(before * 2, after + masked)
+            scores, mask_scores = scores[: len(pending)], scores[len(pending) :]
+        else:
+            scores = self.similarity.similarities(before, after)
         judged = list(judged)
-        for i, score in zip(pending, scores):
-            if score < self.similarity.threshold:
+        for i, refused in zip(pending, self.similarity.refused(scores, mask_scores)):
+            if refused:
                 judged[i] = (judged[i][0], (False, "dissimilar"))
         return judged
 
@@ -382,7 +391,8 @@ class RewriteTask:
         if restated & runs(words, RESTATED_RUN).keys():
             return False, "outside"
         said = runs(span_words, REPEATED_RUN)
-        if any(n > 1 and said[run] < n for run, n in runs(words, REPEATED_RUN).items()):
+        loops = any(n > 1 and said[run] < n for run, n in runs(words, REPEATED_RUN).items())
+        if loops or mark_runs(replacement) - mark_runs(span):
             return False, "repeats"
         if self.example_runs and self._copies_example(words, search_words(context)):
             return False, "example"
