@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -207,6 +208,9 @@ def main() -> None:
     digest = hashlib.sha256(model_path.read_bytes()).hexdigest()
     out: dict[str, Any] = {
         "benchmark": "bench_llm_rewrite",
+        "command": " ".join(["python", "benchmarks/bench_llm_rewrite.py", *sys.argv[1:]]).replace(str(model_path), model_path.name),
+        # Seconds per prompt depend on whether the cores were shared: the load says so.
+        "machine": {"cpus": os.cpu_count(), "load_average_1min_start": round(os.getloadavg()[0], 2)},
         "model": {"file": model_path.name, "bytes": model_path.stat().st_size, "sha256": digest, "n_threads": args.threads},
         "k": K,
         "settings": {"spans_per_prompt": args.spans_per_prompt, "max_passes": args.max_passes, "limit": args.limit,
@@ -232,6 +236,7 @@ def main() -> None:
                 mask = summary(component, index, arity, texts[: len(docs)], docs, seconds, encoder)
                 out["sets"][f"{name}/arity{arity}"] = {"llm": llm, "mask": mask, "wall_seconds": round(time.perf_counter() - started, 1)}
                 print(json.dumps({f"{name}/arity{arity}": out["sets"][f"{name}/arity{arity}"]}), file=sys.stderr, flush=True)
+    out["machine"]["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out, indent=1, ensure_ascii=False))
 
 
