@@ -146,18 +146,32 @@ class SimilarityCheck:
             return None
         return cls(threshold, model_path, above_mask)
 
-    def refused(self, scores: np.ndarray, mask_scores: Optional[np.ndarray]) -> np.ndarray:
-        """Which replacements fall below the threshold, or below the masked context's score (``above_mask``)."""
-        low = np.zeros(len(scores), dtype=bool) if self.threshold is None else scores < self.threshold
-        return low if mask_scores is None else low | (scores < mask_scores)
+    def refused(self, before: Sequence[str], after: Sequence[str], masked: Sequence[str]) -> np.ndarray:
+        """Which rewritten contexts ``after[i]`` fall below the threshold, or (``above_mask``) below
+        the masked context ``masked[i]``, in similarity to the original ``before[i]``.
+
+        One encoder batch; each original is embedded once for both comparisons.
+        """
+        n = len(before)
+        vectors = self._unit_vectors([*before, *after, *(masked if self.above_mask else ())])
+        scores = np.einsum("ij,ij->i", vectors[:n], vectors[n : 2 * n])
+        refused = np.zeros(n, dtype=bool) if self.threshold is None else scores < self.threshold
+        if self.above_mask:
+            refused |= scores < np.einsum("ij,ij->i", vectors[:n], vectors[2 * n :])
+        return refused
 
     def similarities(self, before: Sequence[str], after: Sequence[str]) -> np.ndarray:
         """Cosine similarity of ``before[i]`` and ``after[i]``."""
+        vectors = self._unit_vectors([*before, *after])
+        return np.einsum("ij,ij->i", vectors[: len(before)], vectors[len(before) :])
+
+    def _unit_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Sentence embeddings of ``texts``, scaled to length 1; the encoder loads on first use."""
         from ....redaction.embeddings import TransformerEncoder
 
         if self._encoder is None:
             self._encoder = TransformerEncoder(self.model_path)
         assert isinstance(self._encoder, TransformerEncoder)
-        vectors = self._encoder.sentence_embeddings([*before, *after])
+        vectors = self._encoder.sentence_embeddings(list(texts))
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return np.einsum("ij,ij->i", vectors[: len(before)], vectors[len(before) :])
+        return vectors

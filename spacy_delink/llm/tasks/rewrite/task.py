@@ -324,14 +324,8 @@ class RewriteTask:
             before.append(f"{left}{item['span']}{right}")
             after.append(f"{left}{replacement}{right}")
             masked.append(f"{left}{self.mask}{right}")
-        mask_scores: Optional[np.ndarray] = None
-        if self.similarity.above_mask:
-            scores = self.similarity.similarities(before * 2, after + masked)
-            scores, mask_scores = scores[: len(pending)], scores[len(pending) :]
-        else:
-            scores = self.similarity.similarities(before, after)
         judged = list(judged)
-        for i, refused in zip(pending, self.similarity.refused(scores, mask_scores)):
+        for i, refused in zip(pending, self.similarity.refused(before, after, masked)):
             if refused:
                 judged[i] = (judged[i][0], (False, "dissimilar"))
         return judged
