@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -35,10 +36,12 @@ def test_protect_runs_in_the_given_folder_not_the_callers(tmp_path: Path, monkey
         return subprocess.CompletedProcess(command, 0, summary if stream == "stdout" else "", summary if stream == "stderr" else "")
 
     monkeypatch.setattr(versions.subprocess, "run", fake_run)
+    usage = iter([SimpleNamespace(ru_utime=1.0, ru_stime=0.5), SimpleNamespace(ru_utime=3.25, ru_stime=0.75)])
+    monkeypatch.setattr(versions.resource, "getrusage", lambda who: next(usage))  # the children's CPU before and after
     work = tmp_path / "work"
     result = versions.timed_protect(Path("python"), tmp_path / "index", tmp_path / "in.jsonl", output, 2, 3, work, {"X": "1"})
     assert [call["cwd"] for call in seen] == [work]
     assert seen[0]["env"] == {"X": "1"}
     assert result["job_seconds"] == 2.5
     assert (result["documents"], result["protected"]) == (2, 1)
-    assert result["cpu_seconds"] >= 0
+    assert result["cpu_seconds"] == 2.5  # (3.25 + 0.75) - (1.0 + 0.5): user and system time of the children

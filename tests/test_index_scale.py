@@ -6,7 +6,7 @@ from collections import Counter
 import numba as nb
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spacy_delink.linkage import bits
@@ -406,8 +406,7 @@ def test_a_deleted_or_corrupted_shard_file_is_detected_on_open(tmp_path: Path) -
 def test_queries_across_shards_equal_one_shard(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], query: str, shard_count: int, data: st.DataObject
 ) -> None:
-    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
-        return
+    assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # a corpus without tokens proves nothing
     tmp = tmp_path_factory.mktemp("shards")
     documents = [(f"d{i}", t) for i, t in enumerate(corpus)]
     one = IndexBuilder(LinkageRules(max_n=3), progress=False, shards=1).build(documents, tmp / "one")

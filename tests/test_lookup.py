@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import spacy
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
@@ -63,8 +63,7 @@ def test_capped_lookups_equal_the_full_df_capped(
     """``lookup(keys, cap)`` is ``(rows, min(df, cap))`` — the frequent bits at cap 2, the
     postings otherwise — and every SPEC output of the capped analysis equals the exact
     one (and the brute force), on any shard count."""
-    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
-        return
+    assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # a corpus without tokens proves nothing
     tmp = tmp_path_factory.mktemp("capped")
     IndexBuilder(RULES, progress=False, shards=shard_count).build([(f"d{i}", t) for i, t in enumerate(corpus)], tmp / "index")
     index = CorpusIndex(tmp / "index")

@@ -200,7 +200,7 @@ PAPER_SETTINGS = [{"k": 5}, {"l": 3}, {"t": 0.2}]
 @pytest.mark.parametrize("models", PAPER_SETTINGS, ids=lambda m: ",".join(f"{k}={v}" for k, v in m.items()))
 def test_paper_settings_hold_on_the_released_adult_table(adult: dict, models: dict, tmp_path: Path) -> None:
     result = anonymize(adult["table"], adult["paper"], sensitive=PAPER_SENSITIVE, **models)
-    assert result.suppressed == 0 and result.seconds < 60
+    assert result.suppressed == 0  # its time is benchmarks/bench_tabular.py's, not a test's
     statistics = class_statistics(result.table, PAPER_QIS, PAPER_SENSITIVE)
     assert statistics["k"] == result.min_class_size >= models.get("k", 1)
     for s in PAPER_SENSITIVE:
