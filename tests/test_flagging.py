@@ -1,6 +1,7 @@
 """Flagging strategies (linkage.cover): hand-made covers, brute force, the order of the strategies, protection."""
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,25 @@ def test_bad_strategy() -> None:
 
 # -- random small corpora ---------------------------------------------------------------------------
 
+#: Texts up to this many tokens get their minimum cover by enumeration (2^14 token sets at most).
+BRUTE_FORCE_TOKENS = 14
+
+
+def brute_force_minimum(tokens: int, required: list[list[int]], occurrences: dict[Any, list[tuple[int, int]]], combinations: list[Any]) -> int:
+    """The fewest masked tokens that hit every minimal linkable n-gram and remove a member of every
+    linkable combination (a key is removed when each of its maximal occurrences holds a masked
+    token), by trying every token set, smallest first: the optimum the ``optimal`` strategy claims."""
+    for size in range(tokens + 1):
+        for chosen in itertools.combinations(range(tokens), size):
+            masked = set(chosen)
+            if not all(masked.intersection(tokens_of) for tokens_of in required):
+                continue
+            removed = {key for key, spans in occurrences.items() if all(masked.intersection(range(a, b + 1)) for a, b in spans)}
+            if all(set(combo) & removed for combo in combinations):
+                return size
+    raise AssertionError("masking every token must protect the text")
+
+
 
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
@@ -170,6 +190,9 @@ def test_covers_hit_every_linkable_combination_and_order_as_expected(
         costs[strategy] = cover.cost
         if strategy == "optimal":
             assert cover.proven_optimal and cover.lower_bound == cover.cost
+            if granularity == "token" and len(oracle_tokens) <= BRUTE_FORCE_TOKENS:  # not only HiGHS's own word
+                required = [[i for i, t in enumerate(oracle_tokens) if start <= t.start and t.end <= end] for start, end, _ in minimal]
+                assert cover.cost == brute_force_minimum(len(oracle_tokens), required, occurrences, [c for c, _ in linkable])
     assert costs["optimal"] <= costs["min_cover"] <= costs["shortest"]
     for strategy in STRATEGIES:
         result = protect(index, text, k, arity, strategy, granularity)
