@@ -40,7 +40,8 @@ def _cache_probe() -> None:
 def note_marker(dispatcher: Any) -> Path:
     """The marker file of the cache a compile of ``dispatcher`` writes to: numba's cache folder
     of the package root, named by the CPU, numba's and Python's versions."""
-    folder = Path(numba.njit(cache=True)(_cache_probe)._cache.cache_path)
+    probe: Any = numba.njit(cache=True)(_cache_probe)
+    folder = Path(probe._cache.cache_path)
     machine = repr((dispatcher.targetctx.codegen().magic_tuple(), numba.__version__, sys.version_info[:2]))
     return folder / f"spacy-delink-compile-note-{hashlib.sha256(machine.encode()).hexdigest()[:16]}.nbm"
 
