@@ -4,8 +4,10 @@ A person should see at a glance how exposed each document is and what protection
 
 * every page states what it was checked under (k, arity, index: ``ReportSettings``, drawn
   by ``templates/_settings.html``), and what was not checked;
-* the assess report opens with the documents ranked, most at risk first, and a plot of
-  the distribution; the evaluate report with warnings in words (semantic linkage that
+* the assess report opens with one table of every document, most at risk first, that the
+  page's script sorts and filters (whole linkable phrases, combinations and their groups,
+  the share of text at risk: ``DocumentRisk``), then a plot of the distribution; the
+  documents' pages follow the ranking; the evaluate report with warnings in words (semantic linkage that
   stays high after protection, an engine or a check that did not run), then the summary
   table and the plots;
 * then each document **as written** (its own whitespace and punctuation; the page never
@@ -21,7 +23,8 @@ everything from the inputs (texts, ids, phrases) is escaped; the per-document da
 into ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as JSON
 escapes, and the page's script reads it with ``JSON.parse`` and writes only
 ``textContent`` and ``title``. The page loads nothing from the network: CSS and script are
-inline, plots are PNG data URIs. Documents are split into pages (``<name>-2.html``, ...)
+inline, plots are PNG data URIs; the script only reorders and hides the table's rows.
+Documents are split into pages (``<name>-2.html``, ...)
 and a document's marked-up text is capped (``DOC_BUDGET``), so pages stay small whatever
 the collection.
 """
