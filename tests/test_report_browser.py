@@ -21,7 +21,7 @@ import srsly
 from spacy_delink.evaluate.assess import assess_document
 from spacy_delink.evaluate.job import evaluate_to_folder
 from spacy_delink.evaluate.metrics import EvaluationSettings
-from spacy_delink.evaluate.report import DOCS_PER_PAGE, DocumentRisk, ReportSettings, write_html_report
+from spacy_delink.evaluate.report import DOCS_PER_PAGE, RANKED_COLUMNS, DocumentRisk, ReportSettings, write_html_report
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
@@ -47,7 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 SEMANTIC_AFTER = {"top1": 0.5, "top10": 1.0, "mean_rank": 1.5, "median_rank": 1.5}
 #: The assess template's page-1 block for no documents (the size test counts the documents' bytes alone).
 EMPTY_SUMMARY: dict[str, Any] = {
-    "summary": {"documents": 0, "linkable": 0}, "ranked": [], "plot_png": None, "plot_missing": "", "distribution": []
+    "summary": {"documents": 0, "linkable": 0, "skipped": 0}, "columns": RANKED_COLUMNS, "ranked": [], "plot_png": None,
+    "plot_missing": "", "distribution": [],
 }
 
 

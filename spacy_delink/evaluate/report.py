@@ -352,7 +352,7 @@ PHRASE_GAP = " \t\n\r\f\v\u00a0"
 
 @dataclass(frozen=True)
 class Phrase:
-    """A whole linkable phrase: a run of linkable N-grams that overlap or touch (or only whitespace parts)."""
+    """A whole linkable phrase: a run of linkable N-grams that overlap, touch or have only whitespace between them."""
 
     start: int
     end: int
@@ -367,7 +367,6 @@ def whole_phrases(text: str, ngrams: Sequence[dict[str, Any]]) -> list[Phrase]:
     stretches a person must rewrite are their unions. report.js (``wholePhrases``) does the
     same for ``delink serve``'s page, so both count alike.
     """
-    phrases: list[Phrase] = []
     runs: list[list[int]] = []  # [start, end, support]
     for g in sorted(ngrams, key=lambda g: (g["start"], g["end"])):
         if runs and all(char in PHRASE_GAP for char in text[runs[-1][1] : g["start"]]):
@@ -375,9 +374,7 @@ def whole_phrases(text: str, ngrams: Sequence[dict[str, Any]]) -> list[Phrase]:
             runs[-1][2] = min(runs[-1][2], g["support"])
         else:
             runs.append([g["start"], g["end"], g["support"]])
-    for start, end, support in runs:
-        phrases.append(Phrase(start, end, text[start:end], support))
-    return phrases
+    return [Phrase(start, end, text[start:end], support) for start, end, support in runs]
 
 
 @dataclass(frozen=True)
