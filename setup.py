@@ -1,108 +1,146 @@
 """The wheel ships numba's cache of the package's kernels, so a first run does not compile.
 
 setuptools reads everything else from pyproject.toml. After ``build_py`` has copied the
-package into the build folder, the sample quickstart (index, assess, protect, evaluate on
-our own index, the three components in a pipeline) runs against that copy, and numba writes its cache beside the
-copied sources (``__pycache__/*.nbi``, ``*.nbc``), which the wheel then holds. numba keys
-each entry by the source's content, the signature and the CPU: on another CPU the entries
-do not match and the kernels compile once, announced (``spacy_delink/_kernels.py``).
+package into the build folder, each kernel is compiled there for the signatures the sample
+quickstart calls it with (``spacy_delink/_prime.py`` and its list), and numba writes its
+cache beside the copied sources (``__pycache__/*.nbi``, ``*.nbc``), which the wheel then
+holds. numba keys each entry by the source's content, the signature, the CPU and numba's
+version: where they do not match, the kernels compile once, announced (``spacy_delink/_kernels.py``).
 
-Priming needs the runtime dependencies in the build environment: build with
-``pip wheel --no-build-isolation`` (or ``python -m build --no-isolation``) from an
-environment with the package's dependencies. ``DELINK_PRIME_KERNELS=require`` makes a build
-that cannot prime fail instead of shipping a wheel without the cache; ``=skip`` skips it.
-Editable installs never prime: numba caches beside the checkout's own sources.
+Compiling needs numpy and numba only, which ``[build-system] requires`` lists, so the usual
+isolated builds (``pip wheel .``, ``python -m build``, ``pip install .``) prime the cache.
+The kernels' modules also import spaCy and other runtime dependencies for their Python code,
+which priming never runs: where the build environment lacks one, an import made by the
+package's own code gets a placeholder module instead (``PRIME_SCRIPT``). A kernel that does
+not compile is named in a warning; ``DELINK_PRIME_KERNELS=require`` makes that fail the build
+instead, ``=skip`` skips priming. Editable installs never prime: numba caches beside the
+checkout's own sources.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-ROOT = Path(__file__).resolve().parent
-#: The quickstart on the shipped sample: every kernel the text core's first run calls.
-PRIME_SCRIPT = """
-import importlib.metadata
-import json
+#: Run with the build folder first on the path: compile every listed kernel signature there.
+PRIME_SCRIPT = r"""
+import importlib.abc
+import importlib.machinery
 import sys
+import types
 from pathlib import Path
 
-samples, build = Path(sys.argv[1]), Path(sys.argv[2])
-import spacy_delink
-
-if build not in Path(spacy_delink.__file__).resolve().parents:  # an installed copy would be primed instead
-    sys.exit(f"priming imported spacy_delink from {spacy_delink.__file__}, not from the build folder {build}")
-# An installed spacy-delink may declare other entry points than this build: hide them (spaCy loads them all)
-# and register this build's factories directly.
-_installed = importlib.metadata.distributions
-importlib.metadata.distributions = lambda **params: (
-    d for d in _installed(**params) if (d.metadata["Name"] or "").lower().replace("_", "-") != "spacy-delink"
-)
-import spacy
-import spacy_delink.plugin  # noqa: F401
-from spacy_delink.cli import main
+build = Path(sys.argv[1])
 
 
-def delink(*argv):
-    try:
-        main(list(argv))
-    except SystemExit as done:
-        if done.code:
-            raise
+class Placeholder:
+    # Any object of a module the build environment lacks: attributes, calls, subscripts,
+    # base classes and decorators all give placeholders, so module-level code runs.
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Placeholder(f"{self._name}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        return Placeholder(f"{self._name}()")
+
+    def __getitem__(self, key):
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+    def __mro_entries__(self, bases):
+        return (object,)
 
 
-delink("index", str(samples / "corpus.jsonl"), "--output", "index")
-for arity in ("1", "3"):
-    delink("assess", "index", str(samples / "deidentified.jsonl"), "--arity", arity, "--output", f"assess{arity}.jsonl",
-           "--html", f"report{arity}.html")
-    delink("protect", "index", str(samples / "deidentified.jsonl"), "--arity", arity, "--output", f"protected{arity}.jsonl")
-delink("evaluate", "index", "--original", str(samples / "corpus.jsonl"), "--deidentified", str(samples / "deidentified.jsonl"),
-       "--protected", "protected3.jsonl", "--output", "evaluation", "--no-engine", "--no-semantic")
-texts = [json.loads(line)["text"] for line in (samples / "deidentified.jsonl").read_text("utf-8").splitlines()]
-nlp = spacy.blank("en")
-nlp.add_pipe("delink_risk", config={"index": "index"})
-nlp.add_pipe("delink_combinations", config={"index": "index", "arity": 3})
-nlp.add_pipe("delink_rewriter", config={"index": "index", "arity": 3})
-for doc in nlp.pipe(texts):
-    assert doc._.delink_protected, doc.text[:60]
+class PlaceholderModule(types.ModuleType):
+    __all__ = []
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Placeholder(f"{self.__name__}.{name}")
+
+
+def imported_by_the_package():
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not (frame.f_code.co_filename.startswith("<frozen importlib") or name.startswith("importlib")):
+            return name == "spacy_delink" or name.startswith("spacy_delink.")
+        frame = frame.f_back
+    return False
+
+
+class PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    # Last on sys.meta_path: only a module that no finder found, imported by the package's own code
+    # (numba's own optional imports still fail as they should).
+    def find_spec(self, name, path, target=None):
+        parent = sys.modules.get(name.rpartition(".")[0])
+        if isinstance(parent, PlaceholderModule) or (not name.startswith("spacy_delink") and imported_by_the_package()):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = PlaceholderModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.append(PlaceholderFinder())
+from spacy_delink import _kernels, _prime
+
+_kernels.LISTENER.announced = True  # no note, and no note marker in the wheel: the build compiles by design
+
+if build not in Path(_prime.__file__).resolve().parents:  # an installed copy would be primed instead
+    sys.exit(f"priming imported spacy_delink from {_prime.__file__}, not from the build folder {build}")
+listed = _prime.json.loads(_prime.SIGNATURES.read_text("utf-8"))
+failed = _prime.compile_listed(listed)
+stubbed = sorted(name for name, module in sys.modules.items() if isinstance(module, PlaceholderModule) and "." not in name)
+count = sum(len(signatures) for kernels in listed.values() for signatures in kernels.values())
+print(f"spacy-delink: {count - len(failed)} of {count} kernel signatures compiled"
+      + (f" (placeholders for {', '.join(stubbed)}, absent from the build environment)" if stubbed else ""), file=sys.stderr)
+if failed:
+    sys.exit("spacy-delink: could not compile: " + "; ".join(failed))
 """
 
 
 def prime_kernel_cache(build_lib: Path) -> None:
-    """Run the sample quickstart on the package copy in ``build_lib``; numba caches beside it."""
+    """Compile the listed kernel signatures on the package copy in ``build_lib``; numba caches beside it."""
     build_lib = build_lib.resolve()  # the subprocess runs elsewhere
     mode = os.environ.get("DELINK_PRIME_KERNELS", "auto")
     if mode == "skip":
         return
-    samples = ROOT / "samples"
-    missing = [name for name in ("numba", "spacy", "typer") if not _importable(name)]
-    if missing or not samples.is_dir():
-        why = f"{', '.join(missing)} not importable here" if missing else f"no {samples}"
-        message = (
-            f"spacy-delink: the wheel ships no kernel cache ({why}; build with --no-build-isolation "
-            "in an environment with the dependencies); a first run will compile the kernels"
-        )
+    missing = [name for name in ("numpy", "numba") if not _importable(name)]
+    problem = f"{', '.join(missing)} not importable in the build environment" if missing else None
+    if problem is None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(build_lib), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYTHONDONTWRITEBYTECODE": "1",  # the wheel gets numba's cache, not the build's .pyc files
+        }
+        env.pop("NUMBA_CACHE_DIR", None)  # numba must cache in-tree, beside the sources the wheel holds
+        env.pop("NUMBA_DISABLE_JIT", None)
+        print("spacy-delink: priming numba's kernel cache (the signatures of the sample quickstart)", file=sys.stderr)
+        done = subprocess.run([sys.executable, "-c", PRIME_SCRIPT, str(build_lib)], cwd=build_lib, env=env,
+                              stdout=subprocess.DEVNULL)
+        problem = None if done.returncode == 0 else "priming failed (the lines above say why)"
+    if problem is not None:
+        message = f"spacy-delink: the wheel's kernel cache is incomplete or absent ({problem}); a first run will compile"
         if mode == "require":
             sys.exit(f"error: {message} (DELINK_PRIME_KERNELS=require)")
         print(f"warning: {message}", file=sys.stderr)
-        return
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(build_lib), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-        "PYTHONDONTWRITEBYTECODE": "1",  # the wheel gets numba's cache, not the build's .pyc files
-    }
-    env.pop("NUMBA_CACHE_DIR", None)  # numba must cache in-tree, beside the sources the wheel holds
-    for name in ("NUMBA_DISABLE_JIT", "DELINK_KEY_FILE"):  # compiled kernels; the sample index's own key
-        env.pop(name, None)
-    with tempfile.TemporaryDirectory(prefix="delink-prime-") as work:
-        print("spacy-delink: priming numba's kernel cache on the sample quickstart", file=sys.stderr)
-        subprocess.run([sys.executable, "-c", PRIME_SCRIPT, str(samples), str(build_lib)], cwd=work, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
 
 
 def _importable(name: str) -> bool:
@@ -120,4 +158,5 @@ class BuildWithKernelCache(build_py):
             prime_kernel_cache(Path(self.build_lib))
 
 
-setup(cmdclass={"build_py": BuildWithKernelCache})
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import PRIME_SCRIPT from it
+    setup(cmdclass={"build_py": BuildWithKernelCache})

@@ -9,6 +9,7 @@ and phone width are saved under the test's tmp dir (``screenshots/``) for a pers
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,7 +21,7 @@ import srsly
 from spacy_delink.evaluate.assess import assess_document
 from spacy_delink.evaluate.job import evaluate_to_folder
 from spacy_delink.evaluate.metrics import EvaluationSettings
-from spacy_delink.evaluate.report import DOCS_PER_PAGE, ReportSettings, write_html_report
+from spacy_delink.evaluate.report import DOCS_PER_PAGE, RANKED_COLUMNS, DocumentRisk, ReportSettings, write_html_report
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
@@ -46,7 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 SEMANTIC_AFTER = {"top1": 0.5, "top10": 1.0, "mean_rank": 1.5, "median_rank": 1.5}
 #: The assess template's page-1 block for no documents (the size test counts the documents' bytes alone).
 EMPTY_SUMMARY: dict[str, Any] = {
-    "summary": {"documents": 0, "linkable": 0}, "ranked": [], "plot_png": None, "plot_missing": "", "distribution": []
+    "summary": {"documents": 0, "linkable": 0, "skipped": 0}, "columns": RANKED_COLUMNS, "ranked": [], "plot_png": None,
+    "plot_missing": "", "distribution": [],
 }
 
 
@@ -243,19 +245,24 @@ def test_assess_report_ranks_documents_most_at_risk_first(browser: Any, tmp_path
         _record("anonymity-2", text, 2, [("bees", 2), ("honey", 4)], 0),
         _record("one-phrase", text, 1, [("sells honey", 1)], 0),
     ] + [_record(f"filler-{n}", text, 4, [("farmer", 4)], 0) for n in range(DOCS_PER_PAGE)]
+    # four N-grams, three whole phrases ("the river" and "Sava" have only a space between them)
     records.append(_record("last-but-worst", text, 1, [("keeps", 3), ("the river", 1), ("Sava", 1), ("honey", 1)], 0))
     pages = write_html_report(records, tmp_path / "report.html", ReportSettings(5, 3, "idx"))
     _open(browser, pages[0])
     rows = browser.find_elements("css selector", "#ranked tbody tr")
-    order = [row.find_element("css selector", "td.docid").text for row in rows]
+    order = [row.find_element("css selector", "td.document").text for row in rows]
+    # three whole phrases each: "last-but-worst" has more of the text at risk (24 characters against 23)
     assert order[:6] == ["last-but-worst", "three-phrases", "one-phrase-combinations", "one-phrase", "anonymity-2", "anonymity-3"]
     assert order[-1] == "not-linkable" and len(order) == len(records)
+    header = [cell.text for cell in browser.find_elements("css selector", "#ranked thead th")]
+    assert header[:6] == ["#", "document", "anonymity", "linkable phrases", "linkable combinations", "text at risk"]
     cells = [cell.text for cell in rows[0].find_elements("css selector", "td")]
-    assert cells == ["1", "last-but-worst", "1", "“the river” (in 1 document)", "4", "0"]  # the earliest of the rarest
-    assert rows[2].find_elements("css selector", "td")[-1].text == "10 (0)"
-    # The worst document is the last of the input: its row links to page 2.
+    assert cells[:6] == ["1", "last-but-worst", "1", "3", "0", f"{100 * 24 / len(text):.1f}%"]
+    assert cells[6].startswith("“the river Sava” (in 1 document)")  # the earliest of the rarest, whole
+    assert rows[2].find_element("css selector", "td.combinations").text == "10 in 0 groups"
+    # The worst document is the last of the input; its text is first on page 1 (pages follow the ranking).
     rows[0].find_element("css selector", "a").click()
-    assert browser.current_url.endswith(f"report-2.html#doc-{len(records) - 1}")
+    assert browser.current_url.endswith(f"report.html#doc-{len(records) - 1}")
     assert browser.find_element("css selector", f"#doc-{len(records) - 1} h2").text == "last-but-worst"
 
 
@@ -277,8 +284,9 @@ def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_repo
     assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · readings exact and search · index ")
     plot = browser.find_element("css selector", "#plots img[data-plot='assessment.png']")
     assert browser.execute_script("return arguments[0].naturalWidth", plot) > 100
-    expected = sorted(records, key=lambda r: (r["anonymity"] is None, r["anonymity"] or 0, -len(r["ngrams"]), -r["combination_count"]))
-    shown = [cell.text for cell in browser.find_elements("css selector", "#ranked td.docid")]
+    texts = {r["id"]: r["text"] for r in srsly.read_jsonl(REPO / "samples" / "deidentified.jsonl")}
+    expected = sorted(records, key=lambda r: DocumentRisk.of(texts[r["id"]], r).rank_key())  # stable: input order breaks ties
+    shown = [cell.text for cell in browser.find_elements("css selector", "#ranked td.document")]
     assert shown == [r["id"] for r in expected]
     # The first document's combinations: one entry per group, the count of the rest of each group said in words.
     first = records[0]
@@ -299,6 +307,114 @@ def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_repo
     assert all(member["text"].split()[0] in outlined for member in first["combinations"][grouped]["members"])
     shots = _screenshots(browser, "assess-report", tmp_path / "screenshots")
     assert all(shot.stat().st_size > 10_000 for shot in shots)
+
+
+def _triage_records() -> list[tuple[str, dict[str, Any]]]:
+    """120 documents, all singled out but a few, as a real collection gives them (issue 36's privacy officer)."""
+    words = "The applicant flew from Ljubljana to Maribor on 4 May and met the mayor of Ptuj near the river Sava."
+    pieces = ["flew from Ljubljana", "Maribor on 4 May", "the mayor of Ptuj", "river Sava"]
+    records = []
+    for n in range(120):
+        phrases = [(piece, 1) for piece in pieces[: n % 5]]
+        anonymity = None if n % 17 == 5 else 1
+        records.append(_record(f"case-{n:03d}", words, anonymity, phrases if anonymity else [], (n * 7) % 30 if anonymity else 0))
+    return records
+
+
+def _visible_ids(browser: Any) -> list[str]:
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('#ranked tbody tr')).filter(r => !r.hidden)"
+        ".map(r => r.querySelector('td.document').textContent)")
+
+
+def test_the_ranked_table_sorts_filters_and_reaches_a_document(browser: Any, tmp_path: Path) -> None:
+    """Issue 36: 100+ documents triaged from one table, sorted and filtered in the page, details one select away."""
+    records = _triage_records()
+    pages = write_html_report(records, tmp_path / "report.html", ReportSettings(5, 3, "idx"))
+    _open(browser, pages[0])
+    ranked = _visible_ids(browser)
+    assert len(ranked) == len(records)
+    assert browser.find_element("id", "shown").text == f"{len(records)} of {len(records)} documents shown"
+
+    def sort_by(key: str) -> None:
+        browser.find_element("css selector", f"#ranked th[data-key='{key}'] button.sort").click()
+
+    def column(key: str) -> list[str]:
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#ranked tbody tr td." + key + "')).map(c => c.getAttribute('data-sort'))")
+
+    sort_by("at_risk")  # ascending first, then descending
+    shares = [int(v) for v in column("at_risk")]
+    assert shares == sorted(shares) and shares[0] < shares[-1]
+    sort_by("at_risk")
+    assert [int(v) for v in column("at_risk")] == sorted(shares, reverse=True)
+    assert browser.find_element("css selector", "#ranked th[data-key='at_risk']").get_attribute("aria-sort") == "descending"
+    sort_by("document")
+    assert _visible_ids(browser) == sorted(ranked)
+    sort_by("rank")  # back to the ranking
+    assert _visible_ids(browser) == ranked
+
+    browser.find_element("id", "filter").send_keys("CASE-01")  # ids and phrases, any case
+    assert _visible_ids(browser) == [i for i in ranked if i.startswith("case-01")]
+    assert browser.find_element("id", "shown").text == f"10 of {len(records)} documents shown"
+    browser.find_element("id", "filter").clear()
+    browser.find_element("id", "filter").send_keys("mayor of ptuj")
+    by_id = {r["id"]: r for _, r in records}
+    with_phrase = [i for i in ranked if any(g["text"] == "the mayor of Ptuj" for g in by_id[i]["ngrams"])]
+    assert _visible_ids(browser) == with_phrase and 0 < len(with_phrase) < len(records)
+    browser.execute_script("var f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'))")
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", "show")).select_by_value("none")
+    not_linkable = [r["id"] for _, r in records if r["anonymity"] is None]
+    assert sorted(_visible_ids(browser)) == sorted(not_linkable) and not_linkable
+    Select(browser.find_element("id", "show")).select_by_value("1")
+    assert len(_visible_ids(browser)) == len(records) - len(not_linkable)
+
+    # A document deep in the input, reached from its row: its facts say what the row says.
+    target = "case-118"
+    assert target in _visible_ids(browser)
+    row = browser.find_element("css selector", "#ranked tr[data-doc='118']")
+    cells = {c.get_attribute("class").split()[0]: c.text for c in row.find_elements("css selector", "td")}
+    row.find_element("css selector", "td.document a").click()
+    article = browser.find_element("id", "doc-118")
+    assert article.find_element("css selector", "h2").text == target
+    facts = article.find_element("css selector", ".facts").text
+    for label, key in (("anonymity", "anonymity"), ("linkable phrases", "phrases"), ("linkable combinations", "combinations"),
+                       ("text at risk", "at_risk")):
+        assert f"{label} {cells[key]}" in facts
+    article.find_element("css selector", ".back a").click()  # and back to its row
+    assert browser.current_url.endswith("report.html#row-118")
+
+
+def test_the_page_script_counts_as_the_report_does(browser: Any, sample_report: tuple[Path, list[dict[str, Any]]]) -> None:
+    """delink serve's page computes a document's facts in report.js; they must equal report.py's, word for word."""
+    page, records = sample_report
+    texts = {r["id"]: r["text"] for r in srsly.read_jsonl(REPO / "samples" / "deidentified.jsonl")}
+    _open(browser, page)
+    tricky = "Met in\u00a0Murska Sobota \U0001F600 on 4 May, then Ptuj."
+    ngrams = [{"start": tricky.index(p), "end": tricky.index(p) + len(p), "text": p, "support": 1} for p in ("in", "Murska", "Sobota", "Ptuj")]
+    cases = [(texts[r["id"]], r) for r in records] + [(tricky, {"anonymity": 1, "ngrams": ngrams, "combinations": []})]
+    for text, record in cases:
+        # offsets count code points in Python; the astral emoji before "Ptuj" checks that report.js does too
+        in_page = browser.execute_script("return window.delinkRisk.facts(arguments[0], arguments[1])", text, record)
+        assert [tuple(fact) for fact in in_page] == DocumentRisk.of(text, record).facts()
+
+
+def test_report_screenshot_for_the_docs(browser: Any, sample_report: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """The ranked table of the shipped sample (k=2, arity 3) at desktop width: docs/img/report.png, shown in docs/evaluate.md."""
+    _open(browser, sample_report[0])
+    shot = tmp_path / "report.png"
+    browser.set_window_size(1280, 820)
+    try:
+        browser.execute_script("document.querySelector('#summary h2').scrollIntoView()")
+        browser.find_element("css selector", "#ranked tbody tr details.more summary").click()  # one row's other phrases
+        assert browser.save_screenshot(str(shot))
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("DELINK_UPDATE_SCREENSHOTS"):  # DELINK_UPDATE_SCREENSHOTS=1 pytest -k screenshot_for_the_docs
+        shutil.copyfile(shot, REPO / "docs" / "img" / "report.png")
 
 
 def test_evaluate_report_screenshots(browser: Any, evaluation_report: Path, tmp_path: Path) -> None:

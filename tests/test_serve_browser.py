@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from serve_process import ServeProcess
+from spacy_delink.evaluate.report import DocumentRisk
 from test_report_browser import browser  # noqa: F401  (the same headless Chromium, skipped with a reason if absent)
 from test_serve import SAMPLES, WAIT_S, read_jsonl, run_cli
 
@@ -137,8 +138,14 @@ def test_assess_protect_copy_and_download(page_browser: Any, server: ServeProces
     members = [[m["start"], m["end"]] for c in record["combinations"][:50] for m in c["members"]]
     assert marked_ranges(page_browser, ".view.before", "[data-m]") == merged(members)
     assert page_browser.find_element("css selector", ".view.before .text").text == text.strip()
-    facts = page_browser.find_element("css selector", "article.doc .facts").text
-    assert f"anonymity {record['anonymity']}" in facts and f"linkable phrases {len(record['ngrams'])}" in facts
+    # The report's words and counts (issue 36: the page said "combinations 10" where the report said 742 in 10 groups).
+    facts = [span.text for span in page_browser.find_elements("css selector", "article.doc .facts > span")]
+    assert facts == [f"{label} {value}" for label, value in DocumentRisk.of(text, record).facts()]
+    assert record["combination_count"] > record["combination_groups"] > 1
+    assert f"linkable combinations {record['combination_count']:,} in {record['combination_groups']} groups" in facts
+    combos = page_browser.find_element("css selector", "details.combos summary").get_attribute("textContent")
+    assert combos.startswith(f"{record['combination_count']:,} linkable combinations in the de-identified text, "
+                             f"in {record['combination_groups']} groups")
     legend = page_browser.find_element("id", "legend").text
     assert "singled out: the phrase occurs in one document only" in legend and "mask inserted" in legend
 

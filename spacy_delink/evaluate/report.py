@@ -4,8 +4,10 @@ A person should see at a glance how exposed each document is and what protection
 
 * every page states what it was checked under (k, arity, index: ``ReportSettings``, drawn
   by ``templates/_settings.html``), and what was not checked;
-* the assess report opens with the documents ranked, most at risk first, and a plot of
-  the distribution; the evaluate report with warnings in words (semantic linkage that
+* the assess report opens with one table of every document, most at risk first, that the
+  page's script sorts and filters (whole linkable phrases, combinations and their groups,
+  the share of text at risk: ``DocumentRisk``), then a plot of the distribution; the
+  documents' pages follow the ranking; the evaluate report with warnings in words (semantic linkage that
   stays high after protection, an engine or a check that did not run), then the summary
   table and the plots;
 * then each document **as written** (its own whitespace and punctuation; the page never
@@ -21,7 +23,8 @@ everything from the inputs (texts, ids, phrases) is escaped; the per-document da
 into ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as JSON
 escapes, and the page's script reads it with ``JSON.parse`` and writes only
 ``textContent`` and ``title``. The page loads nothing from the network: CSS and script are
-inline, plots are PNG data URIs. Documents are split into pages (``<name>-2.html``, ...)
+inline, plots are PNG data URIs; the script only reorders and hides the table's rows.
+Documents are split into pages (``<name>-2.html``, ...)
 and a document's marked-up text is capped (``DOC_BUDGET``), so pages stay small whatever
 the collection.
 """
@@ -48,8 +51,6 @@ DOC_BUDGET = 25_000
 DOCS_PER_PAGE = 20
 #: Most combination groups listed per document view (the JSONL keeps its own cap).
 COMBINATIONS_SHOWN = 50
-#: Rows of the assess report's ranked table (every document stays in the JSONL).
-RANKED_ROWS = 100
 #: Colour level by support: 1 (singled out), 2, 3-4, 5+.
 LEVELS = ((1, "d1"), (2, "d2"), (4, "d3"))
 #: Markup around a marked piece of text beyond its escaped text and attribute values (for ``DOC_BUDGET``).
@@ -146,6 +147,7 @@ class ReportDocument:
     after: dict[str, Any] | None = None
     changes: Sequence[Any] = ()  # evaluate.metrics.Change
     facts: list[tuple[str, str]] = field(default_factory=list)  # (label, value) shown under the title
+    number: int | None = None  # its place in the input (the anchor ``doc-N``), where pages list documents in another order
 
 
 def _groups(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -332,7 +334,8 @@ def write_pages(
         first = (page - 1) * per_page
         chunk = documents[first : first + per_page]
         page_html = renderer.render(
-            common, page=page, first=first, documents=[_document(first + i, d) for i, d in enumerate(chunk)]
+            common, page=page, first=first,
+            documents=[_document(first + i if d.number is None else d.number, d) for i, d in enumerate(chunk)],
         )
         target = path.with_name(name)
         with atomic_write(target) as handle:
@@ -343,50 +346,147 @@ def write_pages(
 
 # -- delink assess --html -------------------------------------------------------------------
 
+#: Characters that may separate two linkable N-grams of one whole phrase (report.js: GAP, the same set).
+PHRASE_GAP = " \t\n\r\f\v\u00a0"
 
-def _worst(record: dict[str, Any]) -> tuple[str, int | None]:
-    """The phrase with the smallest support (the earliest of equals), or the first combination group's phrases."""
-    ngrams = record.get("ngrams", [])
-    if ngrams:
-        worst = min(ngrams, key=lambda g: (g["support"], g["start"]))
-        return f"“{worst['text']}”", worst["support"]
+
+@dataclass(frozen=True)
+class Phrase:
+    """A whole linkable phrase: a run of linkable N-grams that overlap, touch or have only whitespace between them."""
+
+    start: int
+    end: int
+    text: str
+    support: int  # the smallest support of its N-grams: a search for that one narrows to this many documents
+
+
+def whole_phrases(text: str, ngrams: Sequence[dict[str, Any]]) -> list[Phrase]:
+    """The record's linkable N-grams joined into the phrases a reader sees, in text order.
+
+    An N-gram is the shortest stretch whose search narrows below k ("flight. On 4"); the
+    stretches a person must rewrite are their unions. report.js (``wholePhrases``) does the
+    same for ``delink serve``'s page, so both count alike.
+    """
+    runs: list[list[int]] = []  # [start, end, support]
+    for g in sorted(ngrams, key=lambda g: (g["start"], g["end"])):
+        if runs and all(char in PHRASE_GAP for char in text[runs[-1][1] : g["start"]]):
+            runs[-1][1] = max(runs[-1][1], g["end"])
+            runs[-1][2] = min(runs[-1][2], g["support"])
+        else:
+            runs.append([g["start"], g["end"], g["support"]])
+    return [Phrase(start, end, text[start:end], support) for start, end, support in runs]
+
+
+@dataclass(frozen=True)
+class DocumentRisk:
+    """What the ranked table and a document's facts say about one assessed document (``delink serve``'s page says the same)."""
+
+    anonymity: int | None
+    phrases: list[Phrase]  # distinct whole phrases (by text), most at risk (smallest support) first, then in text order
+    combinations: int
+    groups: int
+    capped: bool
+    at_risk_permille: int  # characters inside linkable phrases per 1,000 characters of the text, rounded half up
+
+    @classmethod
+    def of(cls, text: str, record: dict[str, Any]) -> DocumentRisk:
+        phrases = whole_phrases(text, record.get("ngrams", []))
+        covered = sum(phrase.end - phrase.start for phrase in phrases)
+        permille = (2000 * covered + len(text)) // (2 * len(text)) if text else 0
+        count, groups, capped = _combination_counts(record)
+        distinct: dict[str, Phrase] = {}
+        for phrase in sorted(phrases, key=lambda phrase: (phrase.support, phrase.start)):
+            distinct.setdefault(phrase.text, phrase)
+        return cls(record.get("anonymity"), list(distinct.values()), count, groups, capped, permille)
+
+    def combinations_text(self) -> str:
+        """"742 in 10 groups": combinations as found, and the groups that list them (sliding phrases are one group)."""
+        if not self.combinations:
+            return "0"
+        return f"{self.combinations:,}{'+' if self.capped else ''} in {self.groups:,} group{'s' if self.groups != 1 else ''}"
+
+    def at_risk_text(self) -> str:
+        return f"{self.at_risk_permille // 10}.{self.at_risk_permille % 10}%"
+
+    def facts(self) -> list[tuple[str, str]]:
+        """A document's facts, in the words of the ranked table's columns."""
+        return [("anonymity", _anonymity_text(self.anonymity)), ("linkable phrases", f"{len(self.phrases):,}"),
+                ("linkable combinations", self.combinations_text()), ("text at risk", self.at_risk_text())]
+
+    def rank_key(self) -> tuple[Any, ...]:
+        """Most at risk first: smallest anonymity (not linkable last), then more distinct linkable phrases, more
+        combinations, a larger share of the text at risk."""
+        return (self.anonymity is None, self.anonymity or 0, -len(self.phrases), -self.combinations, -self.at_risk_permille)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the ranked table: its header, what it says (``title``), and how it sorts.
+
+    A row holds one cell per column under ``key`` (``_ranked_rows``): ``{"text", "sort"}`` and
+    any ``"class"``; a new measure is a column here and a cell there.
+    """
+
+    key: str
+    label: str
+    title: str
+    numeric: bool = True
+
+
+RANKED_COLUMNS = (
+    Column("rank", "#", "Rank, most at risk first (sort by it to restore the ranking)"),
+    Column("document", "document", "The document's id: select it for its text with every linkable phrase marked", numeric=False),
+    Column("anonymity", "anonymity", "The size of the smallest set of documents a search narrows to: 1 = singled out"),
+    Column("phrases", "linkable phrases", "Distinct whole phrases whose search narrows below k"),
+    Column("combinations", "linkable combinations", "Combinations of up to arity phrases that narrow below k together; "
+           "those that differ only by sliding phrases along the same words are one group"),
+    Column("at_risk", "text at risk", "Share of the document's characters inside linkable phrases"),
+    Column("worst", "most linkable phrase", "The whole phrase that narrows most (then the earliest); the others below it",
+           numeric=False),
+)
+#: Whole phrases listed in a row of the ranked table (the document itself marks them all).
+PHRASES_PER_ROW = 20
+
+
+def _worst(risk: DocumentRisk, record: dict[str, Any]) -> tuple[str, int | None]:
+    """The whole phrase with the smallest support (the earliest of equals), or the first combination group's phrases."""
+    if risk.phrases:
+        return f"“{risk.phrases[0].text}”", risk.phrases[0].support
     groups = _groups(record)
     if groups:
         return " + ".join(f"“{m['text']}”" for m in groups[0]["members"]), groups[0]["support"]
     return "–", None
 
 
-def _risk_order(item: tuple[int, dict[str, Any]]) -> tuple[Any, ...]:
-    """Most at risk first: smallest anonymity (not linkable last), then most linkable phrases, then combinations."""
-    number, record = item
-    anonymity = record.get("anonymity")
-    return (anonymity is None, anonymity or 0, -len(record.get("ngrams", [])), -_combination_counts(record)[0], number)
-
-
-def _ranked_rows(path: Path, report: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def _ranked_rows(path: Path, risks: Sequence[tuple[int, DocumentRisk, dict[str, Any]]], per_page: int) -> list[dict[str, Any]]:
+    """The ranked table's rows; ``risks`` is in rank order, and a document's text is on page ``rank // per_page + 1``."""
     rows = []
-    for number, record in sorted(enumerate(record for _, record in report), key=_risk_order)[:RANKED_ROWS]:
-        worst, support = _worst(record)
-        count, groups, capped = _combination_counts(record)
-        rows.append({
-            "number": number,
-            "id": record["id"],
-            "href": f"{page_name(path, number // DOCS_PER_PAGE + 1)}#doc-{number}",
-            "anonymity": record.get("anonymity"),
-            "anonymity_text": _anonymity_text(record.get("anonymity")),
-            "worst": worst,
-            "worst_support": support,
-            "phrases": f"{len(record.get('ngrams', [])):,}",
-            "combinations": f"{count:,}{'+' if capped else ''} ({groups:,})" if count else "0",
-        })
+    for rank, (number, risk, record) in enumerate(risks):
+        worst, support = _worst(risk, record)
+        anonymity = risk.anonymity
+        cells = {
+            "rank": {"text": f"{rank + 1:,}", "sort": rank},
+            "document": {"text": str(record["id"]), "sort": str(record["id"]), "href": f"{page_name(path, rank // per_page + 1)}#doc-{number}"},
+            "anonymity": {"text": _anonymity_text(anonymity), "sort": anonymity if anonymity is not None else "", "class": "bad" if anonymity == 1 else ""},
+            "phrases": {"text": f"{len(risk.phrases):,}", "sort": len(risk.phrases)},
+            "combinations": {"text": risk.combinations_text(), "sort": risk.combinations},
+            "at_risk": {"text": risk.at_risk_text(), "sort": risk.at_risk_permille},
+            "worst": {"text": worst, "sort": worst, "support": support,
+                      "more": [(f"“{p.text}”", p.support) for p in risk.phrases[1:PHRASES_PER_ROW]],
+                      "unlisted": max(0, len(risk.phrases) - PHRASES_PER_ROW)},
+        }
+        rows.append({"number": number, "anonymity": "" if anonymity is None else anonymity, "cells": cells})
     return rows
 
 
-def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path, settings: ReportSettings) -> list[Path]:
-    """The ``assess`` report: ranked overview, distribution plot, then every document with its linkable spans.
+def write_html_report(
+    report: list[tuple[str, dict[str, Any]]], path: Path, settings: ReportSettings, skipped: int | None = None
+) -> list[Path]:
+    """The ``assess`` report: one ranked table of every document, the distribution plot, then the documents in rank order.
 
     ``report`` pairs each text with its ``delink assess`` record (grouped, or every
-    combination: either is shown by group); returns the pages written.
+    combination: either is shown by group); ``skipped`` counts the inputs the run left out
+    (said on the page when any). Returns the pages written.
     """
     anonymities = [record.get("anonymity") for _, record in report]
     distribution = Counter(_anonymity_text(value) for value in anonymities)
@@ -394,25 +494,19 @@ def write_html_report(report: list[tuple[str, dict[str, Any]]], path: Path, sett
     png = None
     if missing is None:
         png = assessment_plot(anonymities, [len(record.get("ngrams", [])) for _, record in report], settings.k, settings.arity)
+    risks = [(number, DocumentRisk.of(text, record), record) for number, (text, record) in enumerate(report)]
+    risks.sort(key=lambda item: (*item[1].rank_key(), item[0]))
     summary = {
-        "summary": {"documents": len(report), "linkable": sum(value is not None for value in anonymities)},
-        "ranked": _ranked_rows(path, report),
+        "summary": {"documents": len(report), "linkable": sum(value is not None for value in anonymities), "skipped": skipped or 0},
+        "columns": RANKED_COLUMNS,
+        "ranked": _ranked_rows(path, risks, DOCS_PER_PAGE),
         "plot_png": _png(png),
         "plot_missing": missing or "",
         "distribution": sorted(distribution.items(), key=lambda item: (item[0] == "not linkable", item[0].zfill(9))),
     }
     documents = [
-        ReportDocument(
-            id=record["id"],
-            before_text=text,
-            before=record,
-            facts=[
-                ("anonymity", _anonymity_text(record.get("anonymity"))),
-                ("linkable phrases", str(len(record.get("ngrams", [])))),
-                ("combinations", str(_combination_counts(record)[0])),
-            ],
-        )
-        for text, record in report
+        ReportDocument(id=record["id"], before_text=report[number][0], before=record, facts=risk.facts(), number=number)
+        for number, risk, record in risks
     ]
     return write_pages(path, "assess.html", "spacy-delink assessment report", settings, summary, documents)
 

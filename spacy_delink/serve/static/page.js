@@ -160,12 +160,14 @@
 
   // -- drawing ------------------------------------------------------------------------------
   function comboList(side, record, data) {
-    var total = (record.combinations || []).length;
-    if (!total) { return null; }
-    var where = side === 'before' ? (last.protect ? 'de-identified' : '') : 'protected';
-    var shown = total > data.c.length ? ' (first ' + data.c.length + ' shown)' : '';
+    if (!data.c.length) { return null; }
+    // The report's words (report.py: _combination_list): combinations as found, and the groups listing them.
+    var counts = window.delinkRisk.combinations(record);
+    var where = side === 'before' ? 'de-identified' : 'protected';
+    var shown = counts.groups > data.c.length ? ' (first ' + data.c.length + ' shown)' : '';
     var details = element('details', {'class': 'combos', 'data-side': side});
-    details.appendChild(element('summary', {}, plural(total, 'linkable combination') + (where ? ' in the ' + where + ' text' : '') +
+    details.appendChild(element('summary', {}, counts.count.toLocaleString('en-US') + (counts.capped ? '+' : '') + ' linkable combination' +
+      (counts.count === 1 ? '' : 's') + ' in the ' + where + ' text, in ' + counts.groups.toLocaleString('en-US') + ' group' + (counts.groups === 1 ? '' : 's') +
       shown + ': select one to outline its phrases'));
     var list = element('ol');
     data.c.forEach(function (combo, c) {
@@ -199,9 +201,7 @@
   function draw() {
     var assessed = last.assess, protectedRecord = last.protect;
     var article = element('article', {'class': 'doc', 'data-doc': '0', id: 'doc-0'});
-    var anonymity = assessed.anonymity === null || assessed.anonymity === undefined ? 'not linkable' : String(assessed.anonymity);
-    var list = [['anonymity', anonymity], ['linkable phrases', String((assessed.ngrams || []).length)],
-      ['combinations', String((assessed.combinations || []).length)]];
+    var list = window.delinkRisk.facts(last.text, assessed);  // the report's facts, in its words (/report.js)
     var edits = {before: [], after: []}, note = null;
     if (protectedRecord) {
       var segments = replay(last.text, protectedRecord.edits || []);
@@ -253,16 +253,20 @@
     $('summary').textContent = text;
   }
   function phrases(assessed) {
+    // Whole phrases, as the report lists them: distinct, the one that narrows most first, then in text order.
+    var seen = {}, whole = window.delinkRisk.wholePhrases(last.text, assessed.ngrams || []).sort(function (a, b) {
+      return a.support - b.support || a.start - b.start;
+    }).filter(function (p) { var fresh = !Object.prototype.hasOwnProperty.call(seen, p.text); seen[p.text] = 1; return fresh; });
     var rows = $('phrase-rows');
     rows.textContent = '';
-    (assessed.ngrams || []).forEach(function (g) {
+    whole.forEach(function (p) {
       var row = element('tr');
-      row.appendChild(element('td', {}, '\u201c' + g.text + '\u201d'));
-      row.appendChild(element('td', {}, String(g.support)));
+      row.appendChild(element('td', {}, '\u201c' + p.text + '\u201d'));
+      row.appendChild(element('td', {}, String(p.support)));
       rows.appendChild(row);
     });
-    $('phrases-title').textContent = plural((assessed.ngrams || []).length, 'linkable phrase') + ' (documents of the original collection each occurs in)';
-    $('phrases').hidden = !(assessed.ngrams || []).length;
+    $('phrases-title').textContent = plural(whole.length, 'linkable phrase') + ' (the documents of the original collection a search for it narrows to)';
+    $('phrases').hidden = !whole.length;
   }
 
   // -- actions ------------------------------------------------------------------------------
