@@ -67,6 +67,8 @@ class CorpusFiles:
     text_field: str = "text"
     id_field: str = "id"
     skip_invalid: bool = False
+    #: ``--format``, for the sources whose name does not say theirs (``corpus.input_format``).
+    input_format: str | None = None
 
     def for_workers(self) -> tuple[str, ...]:
         """The paths, refusing a ``memory://`` URL: it lives in this process, which Dask workers cannot see."""
@@ -369,13 +371,14 @@ class IndexBuilder:
                 [secret] * count,
                 [VOCABULARY_LIMIT] * count,
                 [self.readings] * count,
+                [documents.input_format] * count,
             )
         if isinstance(documents, CorpusFiles):
             from ...corpus import CorpusStats, read_documents
 
             stats = CorpusStats()
             stream: Iterable[tuple[DocId, str]] = read_documents(
-                documents.paths, documents.text_field, documents.id_field, documents.skip_invalid, stats
+                documents.paths, documents.text_field, documents.id_field, documents.skip_invalid, stats, documents.input_format
             )
         else:
             stats, stream = None, documents
