@@ -228,7 +228,8 @@ def test_bad_lines_of_a_url_are_named_by_the_redacted_url(
     assert f"{base}/bad.jsonl?token=***:2: invalid JSON line" in line and TOKEN not in line
     outcome = delink("index", url, "-o", tmp_path / "index", "--skip-invalid")
     assert outcome.returncode == 0, outcome.stderr
-    assert f"skipped 1 invalid line(s): {base}/bad.jsonl?token=***:2" in outcome.stderr and TOKEN not in outcome.stderr
+    assert outcome.stderr_lines[-1] == f"warning: 1 input(s) skipped as invalid and not indexed: {base}/bad.jsonl?token=***:2"
+    assert TOKEN not in outcome.stderr
 
 
 def test_redact_url_hides_user_info_query_values_and_fragments_in_every_link() -> None:

@@ -276,3 +276,20 @@ def test_a_deeply_nested_line_is_one_line_or_skipped(command: str, tmp_path: Pat
     skipped = delink(*args, "--skip-invalid")
     assert skipped.returncode == 0, skipped.stderr
     assert skipped.stderr_lines[-1].startswith("warning: 1 input(s) skipped as invalid")
+
+
+def test_evaluate_reads_tables_with_their_own_fields(tmp_path: Path, delink: Callable[..., Outcome]) -> None:
+    """evaluate had no --id-field/--text-field and read JSONL only; now the three inputs are read as every command reads."""
+    from conftest import SAMPLE_CORPUS
+
+    corpus = _csv(tmp_path / "corpus.csv", [{"doc": row["id"], "body": row["text"]} for row in SAMPLE_CORPUS])
+    fields = ("--id-field", "doc", "--text-field", "body")
+    assert delink("index", corpus, "-o", tmp_path / "index", *fields).returncode == 0
+    released = _csv(tmp_path / "released.csv", [{"doc": "a", "body": "Her farm near the river Mura.", "note": "x"}])
+    assert delink("protect", tmp_path / "index", released, "-o", tmp_path / "p.parquet", *fields).returncode == 0
+    result = delink(
+        "evaluate", tmp_path / "index", "--original", corpus, "--deidentified", released, "--protected", tmp_path / "p.parquet",
+        "-o", tmp_path / "evaluation", "--no-engine", "--no-semantic", "--k", "2", "--arity", "3", *fields,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "k=2, arity 3, exact and search readings, index" in result.stderr and "linkable 1/1 → 0/1 after protection" in result.stderr

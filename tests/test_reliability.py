@@ -345,7 +345,7 @@ def test_lone_surrogates_are_refused_clearly_on_every_run(
         assert "in.jsonl:2" in line and "surrogate" in line and "\\ud800" in line
         assert not out.exists()
     skipped = delink(*protect_args(index_path, source, out, "--skip-invalid"))
-    assert skipped.returncode == 0 and "2 invalid line(s) skipped" in skipped.stderr
+    assert skipped.returncode == 0 and "2 input(s) skipped as invalid and not protected" in skipped.stderr
     assert [r["id"] for r in srsly.read_jsonl(out)] == ["a"]
 
 
