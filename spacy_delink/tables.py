@@ -51,17 +51,16 @@ def read_table(data: bytes | Path, fmt: str, where: str, skip_invalid: bool, ski
     """
     _require(fmt)
     import pyarrow as pa
-    from pyarrow import csv, parquet
+    from pyarrow import parquet
 
-    source: Any = pa.BufferReader(data) if isinstance(data, bytes) else pa.input_stream(str(data), compression="detect")
     try:
         if fmt == "parquet":
-            with source:
-                table = parquet.read_table(source)
+            table = parquet.read_table(pa.BufferReader(data) if isinstance(data, bytes) else str(data))
         else:
-            table = _read_csv(source, _DELIMITERS[fmt], where, skip_invalid, skipped)
-    except (pa.ArrowInvalid, OSError) as err:
-        what = str(err).splitlines()[0].split(": ", 1)[0] if "parse error" in str(err) else str(err).splitlines()[0]
+            with pa.BufferReader(data) if isinstance(data, bytes) else pa.input_stream(str(data), compression="detect") as source:
+                table = _read_csv(source, _DELIMITERS[fmt], where, skip_invalid, skipped)
+    except (pa.ArrowInvalid, OSError) as err:  # pyarrow's messages name the problem, never a row's text (rows go to the handler)
+        what = (str(err).splitlines() or [type(err).__name__])[0]
         raise InputError(f"{where}: not a readable {fmt.upper()} file ({what}); check its format, or pass --format") from None
     _refuse_repeated_columns(table.column_names, where)
     return table
@@ -126,8 +125,8 @@ def _column(values: list[Any]) -> "pa.Array":
         values = [None if value is None else json.dumps(value, ensure_ascii=False) for value in values]
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types (an id column of text and integers): as text
-        return pa.array([None if value is None else json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value for value in values])
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types (ids of text and integers): all as text, JSON for the others
+        return pa.array([value if value is None or isinstance(value, str) else json.dumps(value) for value in values])
 
 
 def records_table(records: list[dict[str, Any]]) -> "pa.Table":

@@ -293,3 +293,19 @@ def test_evaluate_reads_tables_with_their_own_fields(tmp_path: Path, delink: Cal
     )
     assert result.returncode == 0, result.stderr
     assert "k=2, arity 3, exact and search readings, index" in result.stderr and "linkable 1/1 → 0/1 after protection" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["index", "assess", "protect", "evaluate"])
+def test_the_options_the_messages_name_exist(command: str, delink: Callable[..., Outcome]) -> None:
+    """The id rule's message says "pass --id-field"; every command that reads documents has it, and the others named."""
+    shown = delink(command, "--help").stdout
+    for option in ("--id-field", "--text-field", "--format") + (("--allow-empty",) if command in ("assess", "protect") else ()):
+        assert option in shown, f"`delink {command}` has no {option}"
+
+
+def test_the_api_is_told_its_own_argument_names(index: Path) -> None:
+    from spacy_delink import assess_texts
+
+    with pytest.raises(InputError, match=r"give every text a string or integer id in ids=") as raised:
+        assess_texts(index, ["The farm."], ids=[None])
+    assert "--id-field" not in str(raised.value)

@@ -410,7 +410,7 @@ class IndexBuilder:
         for number, (doc_id, text) in enumerate(unique_ids(documents), start=1):
             if number > _MAX_DOCS:
                 raise InputError(f"corpus has more than {_MAX_DOCS:,} documents; split it into several indexes")
-            yield check_doc_id(doc_id, f"document {number}"), text
+            yield check_doc_id(doc_id, f"document {number}", "id", "give every document a string or integer id"), text
             bar.update()
 
     def _check_partitions(self, partitions: list[shards_module.PartitionResult], summary: BuildSummary) -> list[DocId]:
