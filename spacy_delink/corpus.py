@@ -31,15 +31,17 @@ from .urls import WEB_PROTOCOLS, display_name, innermost_filesystem, is_url, loc
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Names read as JSONL (gzipped when they end in .gz, zstd-compressed in .zst).
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson", ".ndjson.gz", ".jsonl.zst", ".ndjson.zst")
+#: Names read as JSONL whose lines a progress bar counts first (gzipped when they end in .gz).
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".ndjson", ".ndjson.gz")
+#: ... and those it does not (zstd-compressed).
+JSONL_ZSTD_SUFFIXES = (".jsonl.zst", ".ndjson.zst")
 #: The files of a folder input, each one document.
 TEXT_FILE_SUFFIXES = (".txt", ".md")
 #: Every input format, as ``--format`` names it; the name of an input says which unless told.
 INPUT_FORMATS = ("jsonl", "csv", "tsv", "parquet", "folder", "spacy")
 #: Name endings of each format that a name says (compressed CSV/TSV too: pyarrow reads them by name).
 _FORMAT_SUFFIXES = {
-    "jsonl": JSONL_SUFFIXES,
+    "jsonl": JSONL_SUFFIXES + JSONL_ZSTD_SUFFIXES,
     "csv": (".csv", ".csv.gz", ".csv.zst", ".csv.bz2"),
     "tsv": (".tsv", ".tab", ".tsv.gz", ".tsv.zst", ".tsv.bz2"),
     "parquet": (".parquet", ".pq"),

@@ -11,6 +11,7 @@ that may have been edited after it was checked is never counted as protected.
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,11 +67,26 @@ class InputFields:
     input_format: str | None = None
 
 
+#: The fields of a ``delink protect`` record that a table output holds as JSON text (``tables.py``).
+_JSON_FIELDS = ("edits", "protected_under")
+
+
 def _records(path: Path, fields: InputFields) -> Iterator[tuple[DocId, str, dict[str, Any], str]]:
-    """Every record of an input (any format the commands read) with its id, text and place; a bad one stops the run."""
+    """Every record of an input (any format the commands read) with its id, text and place; a bad one stops the run.
+
+    A protect record read from a table holds its edits and settings as JSON text: they are read
+    back (text that is not JSON stays text, and then fails the checks as anything else would).
+    """
     source = InputSource(path, fields.input_format, fields.id_field, fields.text_field)
     for row in source.rows():
-        yield row.doc_id, row.text, row.fields, row.where
+        record = dict(row.fields)
+        for name in _JSON_FIELDS:
+            if isinstance(record.get(name), str):
+                try:
+                    record[name] = json.loads(record[name])
+                except ValueError:
+                    pass
+        yield row.doc_id, row.text, record, row.where
 
 
 def replay_edits(source: str, edits: Any) -> str | None:
