@@ -61,7 +61,10 @@ def read_table(data: bytes | Path, fmt: str, where: str, skip_invalid: bool, ski
                 table = _read_csv(source, _DELIMITERS[fmt], where, skip_invalid, skipped)
     except (pa.ArrowInvalid, OSError) as err:  # pyarrow's messages name the problem, never a row's text (rows go to the handler)
         what = (str(err).splitlines() or [type(err).__name__])[0]
-        raise InputError(f"{where}: not a readable {fmt.upper()} file ({what}); check its format, or pass --format") from None
+        raise InputError(
+            f"{where}: cannot be read as {fmt.upper()} ({what}); check the file (a cut or damaged one: fetch or write it again), "
+            f"or pass --format if it is not {fmt.upper()}"
+        ) from None
     _refuse_repeated_columns(table.column_names, where)
     return table
 

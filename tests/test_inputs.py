@@ -309,3 +309,22 @@ def test_the_api_is_told_its_own_argument_names(index: Path) -> None:
     with pytest.raises(InputError, match=r"give every text a string or integer id in ids=") as raised:
         assess_texts(index, ["The farm."], ids=[None])
     assert "--id-field" not in str(raised.value)
+
+
+def test_index_reads_stdin_in_any_format(tmp_path: Path, delink: Callable[..., Outcome], monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from conftest import SAMPLE_CORPUS
+
+    corpus = _csv(tmp_path / "corpus.csv", [{"doc": row["id"], "body": row["text"]} for row in SAMPLE_CORPUS])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(corpus.read_bytes())))
+    result = delink("index", "-", "-o", tmp_path / "index", "--format", "csv", "--id-field", "doc", "--text-field", "body")
+    assert result.returncode == 0 and "indexed 3 documents (0 empty, 0 skipped)" in result.stderr, result.stderr
+
+
+def test_a_cut_compressed_table_is_refused(tmp_path: Path, index: Path, delink: Callable[..., Outcome]) -> None:
+    data = gzip.compress(_csv(tmp_path / "released.csv").read_bytes() * 50)
+    (tmp_path / "cut.csv.gz").write_bytes(data[: len(data) // 2])
+    result = delink("assess", index, tmp_path / "cut.csv.gz", "-o", tmp_path / "a.jsonl", "--id-field", "doc", "--text-field", "body")
+    assert result.returncode == 1 and "cannot be read as CSV (Truncated compressed stream)" in result.stderr_lines[-1]
