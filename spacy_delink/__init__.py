@@ -30,6 +30,9 @@ _EXPORTS = {
     "assess_file": "evaluate.assess",
     "assess_texts": "batch",
     "protect_texts": "batch",
+    "assess_frame": "frames",
+    "protect_frame": "frames",
+    "InputSource": "corpus",
     # spaCy components
     "LinkageRiskAnnotator": "components.risk",
     "CombinationDetector": "components.combinations",
@@ -73,8 +76,10 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .components.combinations import CombinationDetector
     from .components.rewriter import DelinkRewriter
     from .components.risk import LinkageRiskAnnotator
+    from .corpus import InputSource
     from .errors import DelinkError, IndexFormatError, InputError
     from .evaluate.assess import assess_file
+    from .frames import assess_frame, protect_frame
     from .linkage.attack import Detection, assess_text, detect
     from .linkage.combinations import CombinationAnalysis, analyze_combinations
     from .linkage.index import CorpusIndex, IndexBuilder, open_index

@@ -38,7 +38,7 @@ def batch_documents(texts: Iterable[Any], ids: Optional[Iterable[Any]] = None, w
     documents = []
     for position, (doc_id, text) in enumerate(zip(id_list, texts)):
         place = f"{where}[{position}]"
-        check_doc_id(doc_id, place)
+        check_doc_id(doc_id, place, "ids", "give every text a string or integer id in ids=, or no ids at all")
         if not isinstance(text, str):
             raise InputError(f"{place}: a text must be a string, got {type(text).__name__}")
         problem = unicode_problem(text)

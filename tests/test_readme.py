@@ -74,6 +74,14 @@ def test_marked_examples_run_on_the_shipped_sample(tmp_path: Path) -> None:
     for number, (language, body) in enumerate(marked_blocks(README.read_text(encoding="utf-8")), 1):
         result = _run(language, body, folder, env)
         assert result.returncode == 0, f"README block {number} ({language}) failed:\n{body}\n--- stdout:\n{result.stdout[-2000:]}\n--- stderr:\n{result.stderr[-4000:]}"
+        if "nlp.to_disk(" in body:  # saving warns only when something will break, and here nothing does
+            assert "Warning" not in result.stderr, result.stderr
+    # the saved pipeline processes a document loaded from another folder, by a relative and an absolute path
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for pipeline in (os.path.relpath(folder / "training" / "pipeline", elsewhere), str(folder / "training" / "pipeline")):
+        loaded = _run("python", f"import spacy\nprint(spacy.load({pipeline!r})('The applicant restored an old watermill.')._.delink_risk)", elsewhere, env)
+        assert loaded.returncode == 0 and float(loaded.stdout.split()[-1]) >= 0.0, loaded.stderr[-4000:]
     # what the examples promise: the workflow's outputs, a protected rewrite, a saved pipeline
     for produced in ("training/index", "training/index.key", "metrics/assess.jsonl", "metrics/report.html",
                      "metrics/protected.jsonl", "training/pipeline/config.cfg", "index", "protected.jsonl"):

@@ -328,7 +328,7 @@ def test_duplicate_and_missing_ids_are_refused_before_any_work(
     out = tmp_path / "out.jsonl"
     (tmp_path / "dup.jsonl").write_text('{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n')
     line = error_line(delink(*protect_args(index_path, tmp_path / "dup.jsonl", out)))
-    assert "dup.jsonl:3" in line and "duplicate id 'a'" in line and "line 1" in line
+    assert "dup.jsonl:3" in line and "duplicate id 'a'" in line and "first at" in line and "dup.jsonl:1)" in line
     (tmp_path / "noid.jsonl").write_text('{"id": "a", "text": "x"}\n{"text": "y"}\n')
     assert "noid.jsonl:2" in error_line(delink(*protect_args(index_path, tmp_path / "noid.jsonl", out)))
     assert not out.exists()  # no 0-byte output on an early error
@@ -345,7 +345,7 @@ def test_lone_surrogates_are_refused_clearly_on_every_run(
         assert "in.jsonl:2" in line and "surrogate" in line and "\\ud800" in line
         assert not out.exists()
     skipped = delink(*protect_args(index_path, source, out, "--skip-invalid"))
-    assert skipped.returncode == 0 and "2 invalid line(s) skipped" in skipped.stderr
+    assert skipped.returncode == 0 and "2 input(s) skipped as invalid and not protected" in skipped.stderr
     assert [r["id"] for r in srsly.read_jsonl(out)] == ["a"]
 
 

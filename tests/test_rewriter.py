@@ -616,9 +616,9 @@ def test_protect_command_bad_input(index_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     runner = CliRunner()
     result = runner.invoke(app, ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(out)])
-    assert isinstance(result.exception, InputError) and "in.jsonl:2" in str(result.exception) and '"text"' in str(result.exception)
+    assert isinstance(result.exception, InputError) and "in.jsonl:2" in str(result.exception) and "'text'" in str(result.exception)
     result = runner.invoke(app, ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(out), "--skip-invalid"])
-    assert result.exit_code == 0 and "1 invalid line(s) skipped" in result.output
+    assert result.exit_code == 0 and "1 input(s) skipped as invalid and not protected" in result.output
     assert [r["id"] for r in srsly.read_jsonl(out)] == ["a"]
     result = runner.invoke(app, ["protect", str(index_path), str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o2.jsonl"), "--config", str(tmp_path / "none.cfg")])
     assert isinstance(result.exception, InputError) and "none.cfg not found" in str(result.exception)

@@ -7,15 +7,15 @@ from typing import Optional
 import typer
 
 from .app import app, echo_claims
-from .linkage import READINGS_HELP, check_k_list_option, check_k_option
+from .linkage import FORMAT_HELP, ID_FIELD_HELP, READINGS_HELP, TEXT_FIELD_HELP, check_k_list_option, check_k_option
 
 
 @app.command("evaluate")
 def evaluate_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index` from --original."),
-    original: Path = typer.Option(..., "--original", help="JSONL of the original collection (the indexed corpus)."),
-    deidentified: Path = typer.Option(..., "--deidentified", help="JSONL of the de-identified documents (ids of their sources)."),
-    protected: Optional[Path] = typer.Option(None, "--protected", help="JSONL written by `delink protect` from --deidentified."),
+    original: Path = typer.Option(..., "--original", help="The original collection (the indexed corpus): JSONL, CSV, TSV, Parquet or a folder."),
+    deidentified: Path = typer.Option(..., "--deidentified", help="The de-identified documents (ids of their sources), in any input format."),
+    protected: Optional[Path] = typer.Option(None, "--protected", help="What `delink protect` wrote from --deidentified."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for metrics.json, report.html and the plots."),
     k: str = typer.Option("2,3,5", "--k", callback=check_k_list_option, help="Thresholds to evaluate, comma-separated (each >= 2)."),
     arity: str = typer.Option("1,2,3", "--arity", help="Arities to evaluate, comma-separated (1, 2, 3)."),
@@ -28,10 +28,14 @@ def evaluate_command(
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the index checksums on open."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation in --output."),
+    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP + " The same in all three inputs."),
+    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP + " The same in all three inputs."),
+    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Measure linkage before/after protection (ours and tantivy), utility and semantic linkage; write a report."""
     from ..claims import CheckedUnder
     from ..errors import InputError
+    from ..evaluate.inputs import InputFields
     from ..evaluate.job import evaluate_to_folder
     from ..evaluate.metrics import EvaluationSettings, parse_int_list
     from ..io import is_stdio, output_lock
@@ -50,6 +54,7 @@ def evaluate_command(
         adversary=engine,
         semantic=semantic,
         readings=check_readings(readings),
+        fields=InputFields(id_field, text_field, input_format),
     )
     inputs = [index, original, deidentified] + ([protected] if protected else [])
     for name, path in (("--original", original), ("--deidentified", deidentified), ("--protected", protected), ("--output", output)):

@@ -46,9 +46,17 @@ def check_k_list_option(value: str) -> str:
     return value
 
 
-def _report_skipped(lines: list[str]) -> None:
+ID_FIELD_HELP = "Field (JSONL) or column (CSV, TSV, Parquet) holding the document id; a folder's ids are its files' paths."
+TEXT_FIELD_HELP = "Field (JSONL) or column (CSV, TSV, Parquet) holding the text."
+FORMAT_HELP = "Input format where its name does not say: jsonl, csv, tsv, parquet or folder [default: from the name; stdin: jsonl]."
+ALLOW_EMPTY_HELP = "Succeed even when no document was {verb} (an empty input, every input skipped) [default: exit 1, so no script reads an empty run as all clear]."
+
+
+def report_skipped(lines: list[str], verb: str) -> None:
+    """The run's last line when inputs were skipped: how many, the first few, and that they were not handled."""
     if lines:
-        typer.echo(f"skipped {len(lines)} invalid line(s): {', '.join(lines[:5])}", err=True)
+        more = f" and {len(lines) - 5:,} more" if len(lines) > 5 else ""
+        typer.echo(f"warning: {len(lines):,} input(s) skipped as invalid and not {verb}: {'; '.join(lines[:5])}{more}", err=True)
 
 
 @app.command("index")
@@ -70,8 +78,9 @@ def index_command(
         "exact,search", "--readings",
         help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8).",
     ),
-    text_field: str = typer.Option("text", "--text-field", help="JSONL field holding the text."),
-    id_field: str = typer.Option("id", "--id-field", help="JSONL field holding the document id."),
+    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
+    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
+    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger corpora spill to disk."),
     key_file: Optional[Path] = typer.Option(
         None, "--key-file", help="Key file the secret is added to (other keys in it are kept) [default: <output>.key or $DELINK_KEY_FILE]."
@@ -111,7 +120,7 @@ def index_command(
         ) if value]
         if given:
             raise InputError(f"--update adds to an existing index and takes no {', '.join(given)}; drop it or build without --update")
-        _update(update, sources, text_field, id_field, skip_invalid, key_file, ids_file, memory_mb, strict_key_permissions)
+        _update(update, sources, text_field, id_field, skip_invalid, key_file, ids_file, memory_mb, strict_key_permissions, input_format)
         return
     if output is None:
         raise InputError("give --output DIR (the index to build) or --update INDEX (the index to add to)")
@@ -127,7 +136,7 @@ def index_command(
             raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
         if any(is_url(source) for source in sources):
             raise InputError("--embeddings reads the corpus from local paths only; copy it here, or build the embeddings from local files")
-    documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid)
+    documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid, input_format)
     builder = IndexBuilder(
         LinkageRules(max_n=max_n),
         memory_mb=memory_mb,
@@ -152,22 +161,22 @@ def index_command(
         typer.echo(f"note: {note}", err=True)
     words = next(iter(summary.reading_tokens.values()))  # the collection's tokens under the first reading (exact)
     typer.echo(
-        f"indexed {summary.documents:,} documents ({summary.empty_documents:,} empty), {words:,} tokens, "
+        f"indexed {summary.documents:,} documents ({summary.empty_documents:,} empty, {len(summary.skipped_lines):,} skipped), {words:,} tokens, "
         f"{summary.ngrams:,} distinct n-grams stored ({describe(builder.readings)}), {summary.bytes_on_disk:,} bytes "
         f"({summary.bytes_on_disk / max(words, 1):.1f} per token) in {summary.seconds:.1f} s → {output}",
         err=True,
     )
-    _report_skipped(summary.skipped_lines)
     if embeddings:
         from ..semantic.index import embed_corpus
 
         built = embed_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid)
         typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
+    report_skipped(summary.skipped_lines, "indexed")
 
 
 def _update(
     index: Path, corpus: list[str], text_field: str, id_field: str, skip_invalid: bool, key_file: Optional[Path],
-    ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool,
+    ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool, input_format: Optional[str],
 ) -> None:
     """`delink index --update`: the new documents as a delta of ``index``."""
     from ..corpus import CorpusStats, read_documents
@@ -177,17 +186,17 @@ def _update(
     refuse_same_file(corpus, index, "--update")
     stats = CorpusStats()
     summary = update_index(
-        index, read_documents(corpus, text_field, id_field, skip_invalid, stats), key_file=key_file, ids_file=ids_file,
+        index, read_documents(corpus, text_field, id_field, skip_invalid, stats, input_format), key_file=key_file, ids_file=ids_file,
         strict_key_permissions=strict_key_permissions or None, memory_mb=memory_mb,
     )
     for note in summary.notes:
         typer.echo(f"note: {note}", err=True)
     typer.echo(
-        f"added {summary.documents:,} documents ({summary.empty_documents:,} empty), {summary.tokens:,} tokens as {summary.delta} "
+        f"added {summary.documents:,} documents ({summary.empty_documents:,} empty, {len(stats.skipped_lines):,} skipped), {summary.tokens:,} tokens as {summary.delta} "
         f"({summary.linked_documents:,} indexed documents re-read), {summary.bytes_on_disk:,} bytes in {summary.seconds:.1f} s → {index}",
         err=True,
     )
-    _report_skipped(stats.skipped_lines)
+    report_skipped(stats.skipped_lines, "indexed")
 
 
 @app.command("compact")
@@ -219,8 +228,13 @@ def compact_command(
 @app.command("assess")
 def assess_command(
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
-    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}; - reads stdin.'),
-    output: Path = typer.Option(..., "--output", "-o", help="Output JSONL, one record per input document; - writes stdout."),
+    input_path: Path = typer.Argument(
+        ..., metavar="INPUT", help='JSONL lines {"id": ..., "text": ...} (.gz, .zst), a CSV, TSV or Parquet table, a folder of .txt/.md files, or - (stdin).'
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o",
+        help="One record per input document, every input field kept but the text: JSONL, or CSV/TSV/Parquet when the name ends so; - writes stdout.",
+    ),
     k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Report cap per document, all readings together (scores stay exact)."),
@@ -231,6 +245,10 @@ def assess_command(
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted (a file)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
+    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
+    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
+    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP.format(verb="assessed")),
     verify: bool = typer.Option(
         True, "--verify/--no-verify", help="Check every array's checksum on open (the manifest's MAC and sizes are always checked)."
     ),
@@ -240,6 +258,7 @@ def assess_command(
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
     from ..claims import CheckedUnder
+    from ..corpus import InputSource
     from ..errors import InputError
     from ..evaluate.assess import assess_file, check_assess_outputs
     from ..io import is_stdio, output_lock
@@ -252,23 +271,24 @@ def assess_command(
     checked_readings = check_readings(readings)
     if html is not None and is_stdio(html):
         raise InputError("--html -: the report is a page, not a stream; give a file such as report.html (-o - streams the JSONL)")
-    check_assess_outputs(input_path, output, html)
+    source = InputSource(input_path, input_format, id_field, text_field)
+    check_assess_outputs(source, output, html)
     corpus_index = CorpusIndex(index, key_file=key_file, verify=verify, strict_key_permissions=strict_key_permissions or None)
     corpus_index.require_readings(checked_readings)
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         with output_lock(output, "delink assess"):
             summary = assess_file(
-                corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
-                readings=checked_readings, all_combinations=all_combinations,
+                corpus_index, source, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
+                readings=checked_readings, all_combinations=all_combinations, allow_empty=allow_empty,
             )
     finally:
         if runner is not None:
             runner.close()
     checked = CheckedUnder(k, arity, index, checked_readings)
     echo_claims(
-        f"assessed {summary.documents:,} documents under {checked}: {summary.linkable_documents:,} linkable "
-        f"in {summary.seconds:.1f} s → {output_name(output)}",
+        f"assessed {summary.documents:,} documents ({len(summary.skipped_lines):,} skipped) under {checked}: "
+        f"{summary.linkable_documents:,} linkable in {summary.seconds:.1f} s → {output_name(output)}",
         checked,
     )
-    _report_skipped(summary.skipped_lines)
+    report_skipped(summary.skipped_lines, "assessed")

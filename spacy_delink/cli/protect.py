@@ -8,7 +8,18 @@ import typer
 
 from ..claims import THREAT_MODEL_ARITY
 from .app import UsageError, app, echo_claims, output_name
-from .linkage import ARITY_HELP, READINGS_HELP, SCHEDULER_HELP, WORKERS_HELP, check_k_option
+from .linkage import (
+    ALLOW_EMPTY_HELP,
+    ARITY_HELP,
+    FORMAT_HELP,
+    ID_FIELD_HELP,
+    READINGS_HELP,
+    SCHEDULER_HELP,
+    TEXT_FIELD_HELP,
+    WORKERS_HELP,
+    check_k_option,
+    report_skipped,
+)
 
 OVERRIDE_EXAMPLE = "--components.delink_rewriter.model.name gpt-4o"
 
@@ -49,10 +60,13 @@ def config_overrides(ctx: typer.Context, settings: list[str]) -> dict[str, str]:
 def protect_command(
     ctx: typer.Context,
     index: Path = typer.Argument(..., help="Index directory built by `delink index`."),
-    input_path: Path = typer.Argument(..., metavar="INPUT.jsonl", help='Lines of {"id": ..., "text": ...}; - reads stdin.'),
+    input_path: Path = typer.Argument(
+        ..., metavar="INPUT", help='JSONL lines {"id": ..., "text": ...} (.gz, .zst), a CSV, TSV or Parquet table, a folder of .txt/.md files, or - (stdin).'
+    ),
     output: Path = typer.Option(
         ..., "--output", "-o",
-        help="Output JSONL; a file is appended to, so an interrupted run resumes; - writes stdout (no resume).",
+        help="Every input field kept, the text protected: JSONL (appended to, so an interrupted run resumes; - writes stdout, "
+        "no resume), or CSV/TSV/Parquet when the name ends so (journaled beside it, resumed, written at the end).",
     ),
     k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
@@ -66,6 +80,10 @@ def protect_command(
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     batch_size: int = typer.Option(16, "--batch-size", help="Documents whose LLM requests are sent together."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines instead of stopping."),
+    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
+    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
+    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP.format(verb="protected")),
     require_llm: bool = typer.Option(
         False, "--require-llm", help="Fail (status 1) when the LLM gives no answer, e.g. its endpoint is down, instead of masking."
     ),
@@ -85,11 +103,13 @@ def protect_command(
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..claims import CheckedUnder
+    from ..corpus import InputSource
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.readings import check_readings
     from ..rewrite.protect import RewriterSpec, load_rewriter, protect_file
 
     overrides = config_overrides(ctx, settings or [])
+    source = InputSource(input_path, input_format, id_field, text_field)
     checked_readings = check_readings(readings)
     rewriter = load_rewriter(
         index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads,
@@ -102,8 +122,8 @@ def protect_command(
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
         summary = protect_file(
-            rewriter, input_path, output, batch_size=batch_size, skip_invalid=skip_invalid,
-            runner=runner, spec=spec if runner is not None else None,
+            rewriter, source, output, batch_size=batch_size, skip_invalid=skip_invalid,
+            runner=runner, spec=spec if runner is not None else None, allow_empty=allow_empty,
         )
     finally:
         if runner is not None:
@@ -115,7 +135,7 @@ def protect_command(
     checked = CheckedUnder(k, arity, index, checked_readings)
     echo_claims(
         f"{summary.documents:,} documents protected under {checked} "
-        f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone): "
+        f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone, {len(summary.skipped_lines):,} skipped): "
         f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
         f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "
         f"failed calls: {counts(summary.failures, 'failed_')}; rejected rewrites: {counts(summary.rejected, 'rejected_')}; "
@@ -129,9 +149,13 @@ def protect_command(
         ) if summary.endpoint_down else "",
         "repaired a half-written last line" if summary.repaired_last_line else "",
         (
+            f"{len(summary.copied_fields):,} other field(s) of the input copied as they are, not checked: "
+            + ", ".join(summary.copied_fields[:10]) + (", ..." if len(summary.copied_fields) > 10 else "")
+        ) if summary.copied_fields else "",
+        (
             "earlier records redone: " + ", ".join(f"{n:,} {why.replace('_', ' ')}" for why, n in sorted(summary.redone.items()))
         ) if summary.redone else "",
-        f"{len(summary.skipped_lines):,} invalid line(s) skipped" if summary.skipped_lines else "",
     ]
     if any(notes):
         typer.echo("note: " + "; ".join(n for n in notes if n), err=True)
+    report_skipped(summary.skipped_lines, "protected")

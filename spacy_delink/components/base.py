@@ -11,7 +11,10 @@ nothing unless ``copy_index = true``: then the index directory is copied into th
 component's folder and ``from_disk`` reads that copy, so the pipeline travels with it.
 A relative ``index`` or ``key_file`` in a saved pipeline's config is read from the
 pipeline's folder (wherever it was loaded from), so ``spacy.load`` works from any working
-directory; in a pipeline built from a config in code, from the working directory.
+directory; in a pipeline built from a config in code, from the working directory. The two
+readings meet in ``to_disk``: a relative path is saved in ``config.cfg`` as the path from the
+pipeline's folder to what it names now, so the saved pipeline finds the very index (and key)
+it was built with, from anywhere.
 ``to_bytes`` carries no data; a component with ``copy_index = true`` refuses it, because
 an index is a directory of memory-mapped arrays that bytes cannot stand in for. The
 secret key is never serialized: ``key_file`` (a setting) names it, else ``$DELINK_KEY_FILE``,
@@ -31,6 +34,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import from_bytes as read_bytes
 from spacy.util import from_disk as read_parts
+from spacy.util import load_config
 from spacy.util import to_bytes as write_bytes
 from spacy.util import to_disk as write_parts
 
@@ -75,6 +79,8 @@ class IndexedComponent(ABC):
         #: The readings of the rules checked (SPEC §8); the index must hold each of them.
         self.readings = check_readings(readings)
         self.key_file = key_file
+        #: ``key_file`` as configured (``key_file`` itself may become ``$DELINK_KEY_FILE`` on load).
+        self.configured_key_file = key_file
         self.verify = verify
         self.copy_index = copy_index
         self.scorer = scorer
@@ -169,19 +175,57 @@ class IndexedComponent(ABC):
         self._index = None
         self.key_file = os.environ.get(KEY_ENV) or self._from_pipeline(self.key_file)
 
-    def _warn_if_lost(self, pipeline: Path) -> None:
-        """Warn when the saved pipeline, reading its relative ``index`` from its own folder, would not find this index."""
-        from ..io import same_file
+    def _location(self, value: str) -> Path:
+        """Where a configured relative path points now: from the loaded pipeline's folder, else the working directory."""
+        return (self._pipeline or Path.cwd()) / value
 
-        configured = self.configured_index
-        if self.copy_index or not configured or Path(configured).is_absolute() or not Path(self.index_path).is_dir():
-            return
-        if not same_file(pipeline / configured, self.index_path):
-            relative = os.path.relpath(Path(self.index_path).absolute(), pipeline.absolute())
+    def _portable_settings(self, pipeline: Path) -> dict[str, str]:
+        """The relative ``index`` and ``key_file`` as the pipeline saved to ``pipeline`` must hold them to name
+        the same files: paths from its folder (absolute ones, and ones that already do, are left as they are).
+        With ``copy_index`` the copy is read, but the key is still found beside the configured index."""
+        settings = {}
+        for setting, value in (("index", self.configured_index), ("key_file", self.configured_key_file)):
+            if not value or Path(value).is_absolute():
+                continue
+            try:
+                saved = os.path.relpath(self._location(value).absolute(), pipeline.absolute())
+            except ValueError:  # another drive (Windows): no relative path leads there
+                saved = str(self._location(value).absolute())
+            if Path(saved) != Path(value):
+                settings[setting] = saved
+        return settings
+
+    def _store_portable_references(self, pipeline: Path) -> None:
+        """Rewrite this component's relative paths in the saved ``config.cfg`` (spaCy writes it before the
+        components' folders) so that the pipeline loaded from ``pipeline`` reads the index it was built with.
+
+        A component saved alone (no ``config.cfg`` beside its folder) cannot fix its config: it warns with
+        the value to set instead. Saving warns, too, when the index is missing, the one case the loaded
+        pipeline will fail on.
+        """
+        from ..io import atomic_write
+
+        settings = self._portable_settings(pipeline)
+        config_path = pipeline / "config.cfg"
+        if settings and config_path.is_file():
+            config = load_config(config_path, interpolate=False)
+            section = config.get("components", {}).get(self.name)
+            if section is not None:
+                section.update(settings)
+                with atomic_write(config_path) as handle:
+                    handle.write(config.to_str())
+                settings = {}
+        if "index" in settings:
             warnings.warn(
-                f"component {self.name!r}: the saved pipeline {pipeline} will read its relative index {configured!r} "
-                f"from its own folder, where there is none; set components.{self.name}.index to {relative!r} "
-                "(relative to the pipeline) or an absolute path, or save with copy_index = true",
+                f"component {self.name!r}: the saved pipeline {pipeline} will read its relative index "
+                f"{self.configured_index!r} from its own folder, where there is none; set components.{self.name}.index "
+                f"to {settings['index']!r} (relative to the pipeline) or an absolute path, or save with copy_index = true",
+                stacklevel=3,
+            )
+        if not self.copy_index and self.configured_index and not Path(self.index_location).is_dir():
+            warnings.warn(
+                f"component {self.name!r}: index {self.index_location} does not exist, so the saved pipeline {pipeline} "
+                "will fail on its first document until the index is built there (`delink index`)",
                 stacklevel=3,
             )
 
@@ -195,7 +239,7 @@ class IndexedComponent(ABC):
                     f"components.{self.name}.index or copy_index = false"
                 )
             serializers[COPIED_INDEX_DIR] = self._copy_index
-        self._warn_if_lost(Path(path).parent)
+        self._store_portable_references(Path(path).parent)
         write_parts(path, serializers, exclude)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> "IndexedComponent":

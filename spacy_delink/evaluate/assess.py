@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
-from ..corpus import CorpusStats, DocId, read_jsonl_documents, unique_ids
+from ..corpus import CorpusStats, DocId, InputRow, InputSource, nothing_done, output_format, unique_rows
+from ..errors import InputError
 from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
@@ -105,22 +107,28 @@ def _assess_on(
 class AssessSummary:
     documents: int = 0
     linkable_documents: int = 0
+    #: The inputs left out as invalid (``--skip-invalid``), each as ``file:line`` or ``file row N``.
     skipped_lines: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
-def check_assess_outputs(input_path: Path, output_path: Path, html_path: Path | None) -> None:
+def check_assess_outputs(input_path: Path | InputSource, output_path: Path, html_path: Path | None) -> None:
     """Refuse, before any work, outputs that would destroy the input or cannot be written."""
-    refuse_same_file([input_path], output_path, "--output")
+    source = input_path.path if isinstance(input_path, InputSource) else input_path
+    inputs = [] if not isinstance(source, (str, Path)) else [source]
+    refuse_same_file(inputs, output_path, "--output")
     check_output_path(output_path, "--output")
+    fmt = output_format(output_path)
+    if fmt != "jsonl" and str(output_path) == "-":
+        raise InputError(f"--output -: stdout takes JSONL only; give a file named .{fmt}")
     if html_path is not None:
-        refuse_same_file([input_path, output_path], html_path, "--html")
+        refuse_same_file([*inputs, output_path], html_path, "--html")
         check_output_path(html_path, "--html")
 
 
 def assess_file(
     index: CorpusIndex,
-    input_path: Path,
+    input_path: Path | InputSource,
     output_path: Path,
     k: int,
     arity: int = THREAT_MODEL_ARITY,
@@ -131,10 +139,20 @@ def assess_file(
     runner: Runner | None = None,
     all_combinations: bool = False,
     readings: Sequence[str] = DEFAULT_READINGS,
+    *,
+    id_field: str = "id",
+    text_field: str = "text",
+    input_format: str | None = None,
+    allow_empty: bool = False,
 ) -> AssessSummary:
-    """Assess every line of ``input_path`` (the id rule of ``corpus.py``); outputs are written atomically.
+    """Assess every document of the input (any format ``corpus.InputSource`` reads; the id rule of
+    ``corpus.py``); outputs are written atomically.
 
-    The HTML report is written before the JSONL is put in place, so a failure leaves neither.
+    Each output record holds every field of the input but its text, untouched, then the
+    assessment; the output is JSONL, or CSV, TSV or Parquet when its name says so (a table
+    input's columns keep their types). A run that assessed no document (an empty input,
+    every line skipped) raises instead of writing an empty all-clear, unless ``allow_empty``.
+    The HTML report is written before the output is put in place, so a failure leaves neither.
     With a ``runner`` (Dask workers, ``--workers``/``--scheduler``), chunks of documents are
     assessed on the workers, each of which maps the index itself (by path: shared storage
     on a cluster); the records are written in input order, identical to a run without one.
@@ -144,31 +162,62 @@ def assess_file(
     check_arity(arity, allow_single=True)
     check_max_combinations(max_combinations)
     readings = index.require_readings(readings)
-    check_assess_outputs(input_path, output_path, html_path)
+    source = input_path if isinstance(input_path, InputSource) else InputSource(input_path, input_format, id_field, text_field)
+    check_assess_outputs(source, output_path, html_path)
+    fmt = output_format(output_path)
     index.warn_if_k_exceeds_collection(k)
     started = time.perf_counter()
     summary = AssessSummary()
     stats = CorpusStats()
-    documents = unique_ids(read_jsonl_documents(input_path, skip_invalid=skip_invalid, stats=stats))
+    pending: deque[InputRow] = deque()
+
+    def documents() -> Iterator[tuple[DocId, str]]:
+        for row in unique_rows(source.rows(skip_invalid, stats)):
+            pending.append(row)
+            yield row.doc_id, row.text
+
     report: list[tuple[str, dict[str, Any]]] = []
     if runner is None:
         records: Iterator[tuple[DocId, str, dict[str, Any]]] = (
             (doc_id, text, assess_document(index, doc_id, text, k, arity, max_combinations, all_combinations, readings))
-            for doc_id, text in documents
+            for doc_id, text in documents()
         )
     else:
-        records = _assess_on(runner, index, documents, k, arity, max_combinations, all_combinations, readings)
-    with write_output(output_path) as out:  # atomically, or streamed to stdout (-)
-        with Progress("assess", "docs", count_lines([input_path]), enabled=progress) as bar:
+        records = _assess_on(runner, index, documents(), k, arity, max_combinations, all_combinations, readings)
+    table: list[dict[str, Any]] = []
+    positions: list[int] = []
+    total = count_lines([source.path]) if source.format == "jsonl" and isinstance(source.path, (str, Path)) else None
+    with write_output(output_path) if fmt == "jsonl" else _no_stream() as out:
+        with Progress("assess", "docs", total, enabled=progress) as bar:
             for doc_id, text, record in records:
-                out.write(dumps_jsonl_line(record))
+                row = pending.popleft()
+                merged = row.with_results(record, source.id_field, source.text_field)
+                if out is not None:
+                    out.write(dumps_jsonl_line(merged))
+                else:
+                    table.append(merged)
+                    positions.append(row.position)
                 summary.documents += 1
                 summary.linkable_documents += record["anonymity"] is not None
                 if html_path is not None:
                     report.append((text, record))
                 bar.update()
+        summary.skipped_lines = stats.skipped_lines
+        refusal = None if allow_empty else nothing_done("assess", summary.documents, stats, source.name)
+        if refusal:
+            raise InputError(refusal)  # inside the output's writing: nothing is put in place
         if html_path is not None:
-            write_html_report(report, html_path, ReportSettings(k, arity, str(index.path), tuple(readings)))
-    summary.skipped_lines = stats.skipped_lines
+            settings = ReportSettings(k, arity, str(index.path), tuple(readings), skipped=len(stats.skipped_lines))
+            write_html_report(report, html_path, settings)
+    if out is None:
+        from ..tables import output_table, write_table
+
+        write_table(output_table(table, source.table() if source.is_table else None, positions, source.text_field), output_path, fmt)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+@contextmanager
+def _no_stream() -> Iterator[None]:
+    """A table output is written whole once every record is in (``tables.write_table``), not streamed."""
+    yield None

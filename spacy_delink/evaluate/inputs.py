@@ -11,13 +11,14 @@ that may have been edited after it was checked is never counted as protected.
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Union
 
+from ..corpus import InputSource
 from ..errors import InputError
-from ..io import JsonlStats, read_jsonl
 from ..linkage.index import CorpusIndex
 
 DocId = Union[str, int]
@@ -56,16 +57,36 @@ class Joined:
     has_protected: bool = False
 
 
-def _records(path: Path, what: str) -> Iterator[tuple[DocId, str, dict[str, Any], int]]:
-    stats = JsonlStats()
-    for record in read_jsonl(path, stats=stats):
-        doc_id, text = record.get("id"), record.get("text")
-        where = f"{path}:{stats.lines}"
-        if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-            raise InputError(f"{where}: {what} record without a valid \"id\" (a string or integer); evaluate joins files by id")
-        if not isinstance(text, str):
-            raise InputError(f"{where}: {what} record {doc_id!r} has no \"text\" string")
-        yield doc_id, text, record, stats.lines
+@dataclass(frozen=True)
+class InputFields:
+    """How ``delink evaluate`` reads its three inputs: the fields (columns) of the id and the text, and
+    the format where a name does not say it (``corpus.InputSource``)."""
+
+    id_field: str = "id"
+    text_field: str = "text"
+    input_format: str | None = None
+
+
+#: The fields of a ``delink protect`` record that a table output holds as JSON text (``tables.py``).
+_JSON_FIELDS = ("edits", "protected_under")
+
+
+def _records(path: Path, fields: InputFields) -> Iterator[tuple[DocId, str, dict[str, Any], str]]:
+    """Every record of an input (any format the commands read) with its id, text and place; a bad one stops the run.
+
+    A protect record read from a table holds its edits and settings as JSON text: they are read
+    back (text that is not JSON stays text, and then fails the checks as anything else would).
+    """
+    source = InputSource(path, fields.input_format, fields.id_field, fields.text_field)
+    for row in source.rows():
+        record = dict(row.fields)
+        for name in _JSON_FIELDS:
+            if isinstance(record.get(name), str):
+                try:
+                    record[name] = json.loads(record[name])
+                except ValueError:
+                    pass
+        yield row.doc_id, row.text, record, row.where
 
 
 def replay_edits(source: str, edits: Any) -> str | None:
@@ -110,18 +131,18 @@ def _protection_settings(record: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def check_original(index: CorpusIndex, original: Path) -> list[tuple[DocId, str]]:
+def check_original(index: CorpusIndex, original: Path, fields: InputFields = InputFields()) -> list[tuple[DocId, str]]:
     """The original collection in index order, refused unless it is the one ``index`` was built from."""
     documents: list[tuple[int, DocId, str]] = []
     seen: set[int] = set()
     unknown = 0
-    for doc_id, text, _, line in _records(original, "original"):
+    for doc_id, text, _, where in _records(original, fields):
         number = index.document_number(doc_id)
         if number is None:
             unknown += 1
             continue
         if number in seen:
-            raise InputError(f"{original}:{line}: duplicate id {doc_id!r}; the original collection needs unique ids")
+            raise InputError(f"{where}: duplicate id {doc_id!r}; the original collection needs unique ids")
         seen.add(number)
         documents.append((number, doc_id, text))
     if unknown or len(documents) != index.documents:
@@ -141,9 +162,9 @@ def check_original(index: CorpusIndex, original: Path) -> list[tuple[DocId, str]
     return [(doc_id, text) for _, doc_id, text in documents]
 
 
-def join(index: CorpusIndex, deidentified: Path, protected: Path | None) -> Joined:
+def join(index: CorpusIndex, deidentified: Path, protected: Path | None, fields: InputFields = InputFields()) -> Joined:
     """De-identified documents with their source and (when given) their protected version."""
-    rows = list(_records(deidentified, "de-identified"))
+    rows = list(_records(deidentified, fields))
     if not rows:
         raise InputError(f"{deidentified} holds no documents; nothing to evaluate")
     counts = Counter(doc_id for doc_id, _, _, _ in rows)
@@ -160,7 +181,7 @@ def join(index: CorpusIndex, deidentified: Path, protected: Path | None) -> Join
         else:
             documents.append(Document(doc_id, number, text))
     if protected is not None:
-        protected_rows = list(_records(protected, "protected"))
+        protected_rows = list(_records(protected, fields))
         protected_counts = Counter(doc_id for doc_id, _, _, _ in protected_rows)
         by_id = {doc_id: record for doc_id, _, record, _ in protected_rows}
         known = set(counts)
@@ -174,7 +195,7 @@ def join(index: CorpusIndex, deidentified: Path, protected: Path | None) -> Join
             if record is None:
                 excluded["no_protected"].append(document.id)
                 continue
-            document.protected = record["text"]
+            document.protected = record[fields.text_field]
             document.settings = _protection_settings(record)
             if "edits" in record:
                 if replay_edits(document.deidentified, record["edits"]) != document.protected:

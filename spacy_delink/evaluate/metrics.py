@@ -38,7 +38,7 @@ from ..linkage.tokenize import Tokenizer
 from .adversary import DEFAULT_PROXIMITY_SLOP, PROXIMITY_WORDS, EngineFindings, check_proximity_slop
 from .assess import assess_document
 from ..progress import track
-from .inputs import EXCLUSION_REASONS, Document, Joined, check_original, join
+from .inputs import EXCLUSION_REASONS, Document, InputFields, Joined, check_original, join
 
 
 #: Semantic linkage after protection at or above which the report warns: similarity alone
@@ -82,6 +82,8 @@ class EvaluationSettings:
     #: Slop of the engine's proximity searches around masks (outside the rules, under the
     #: search reading); None: not run, as without the search reading.
     proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP
+    #: How the three inputs are read: id and text fields, format where a name does not say it.
+    fields: InputFields = field(default_factory=InputFields)
 
     def __post_init__(self) -> None:
         self.readings = check_readings(self.readings)
@@ -293,8 +295,8 @@ def evaluate(
 ) -> Evaluation:
     """Evaluate the documents of ``deidentified`` (and ``protected``) that join with the collection."""
     started = time.perf_counter()
-    collection = check_original(index, original)
-    joined = join(index, deidentified, protected)
+    collection = check_original(index, original, settings.fields)
+    joined = join(index, deidentified, protected, settings.fields)
     documents = joined.documents
     cells = settings.cells
     engine = None

@@ -69,6 +69,8 @@ class ReportSettings:
     arity: int
     index: str
     readings: tuple[str, ...] = DEFAULT_READINGS
+    #: Inputs left out as invalid (``--skip-invalid``): documents the report says nothing about.
+    skipped: int = 0
 
     def facts(self) -> list[tuple[str, str]]:
         return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", " and ".join(self.readings)), ("index", self.index)]
@@ -85,6 +87,8 @@ class ReportSettings:
                 "The search reading was not checked: phrases across punctuation and with invisible or look-alike "
                 "characters, which a search engine finds, were not searched for."
             )
+        if self.skipped:
+            notes.append(f"{self.skipped:,} input(s) were skipped as invalid and not assessed: this report says nothing about them.")
         return " ".join(notes) or None
 
 

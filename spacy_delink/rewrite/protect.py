@@ -36,11 +36,9 @@ import spacy
 from thinc.api import ConfigValidationError
 
 from ..components.rewriter import FACTORY, DelinkRewriter
-from ..corpus import DocId, check_doc_id, unicode_problem
+from ..corpus import CorpusStats, DocId, InputRow, InputSource, nothing_done, output_format
 from ..errors import InputError
 from ..io import (
-    JsonlSource,
-    JsonlStats,
     StdinCopy,
     atomic_write,
     check_output_path,
@@ -49,7 +47,6 @@ from ..io import (
     is_stream,
     output_lock,
     parse_json_line,
-    read_jsonl,
     refuse_same_file,
 )
 from ..linkage.index.shards import Runner
@@ -75,7 +72,10 @@ class ProtectSummary:
     failures: Counter[str] = field(default_factory=Counter)
     #: Answers refused by the task's checks, by reason (rejected_echo, rejected_url, ...).
     rejected: Counter[str] = field(default_factory=Counter)
-    skipped_lines: list[int] = field(default_factory=list)
+    #: The inputs left out as invalid (``--skip-invalid``), each as ``file:line`` or ``file row N``.
+    skipped_lines: list[str] = field(default_factory=list)
+    #: The input's fields besides the id and the text, copied to the output as they are (never checked).
+    copied_fields: list[str] = field(default_factory=list)
     repaired_last_line: bool = False
     #: Records of an earlier run dropped and redone, by why (``input_changed``, ``not_protected``).
     redone: Counter[str] = field(default_factory=Counter)
@@ -211,59 +211,52 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
     }
 
 
-def _documents(input_path: JsonlSource, skip_invalid: bool, stats: JsonlStats) -> Iterator[tuple[int, DocId, str]]:
-    """``(line, id, text)`` of each valid line; an invalid one stops the run or, with ``skip_invalid``, is counted.
-
-    Ids follow the rule every command shares (``corpus.check_doc_id``: given, never invented).
-    """
-    for record in read_jsonl(input_path, skip_invalid, stats):
-        where = f"{input_path}:{stats.lines}"
-        try:
-            doc_id = check_doc_id(record.get("id"), where)
-            text = record.get("text")
-            if not isinstance(text, str):
-                raise InputError(f"{where}: missing or invalid \"text\" (a string); fix the line or pass --skip-invalid")
-            broken = unicode_problem(text)
-            if broken:
-                raise InputError(
-                    f"{where}: the text holds {broken}, which is not Unicode text (a broken \\u escape); "
-                    "fix the line or pass --skip-invalid"
-                )
-        except InputError:
-            if not skip_invalid:
-                raise
-            stats.skipped.append(stats.lines)
-            continue
-        yield stats.lines, doc_id, text
+def _carried_digest(fields: dict[str, Any], text_field: str) -> str:
+    """A digest of a record's fields other than its text: what an output copies from its input, unchecked."""
+    carried = {key: value for key, value in fields.items() if key != text_field}
+    return hashlib.sha256(json.dumps(carried, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass
 class InputScan:
-    """The input's valid ids: each one's line and keyed input digest; and the skipped lines."""
+    """The input's valid ids: each one's place, keyed input digest and the digest and names of its other fields; and the skipped inputs."""
 
     lines: dict[DocId, int]
     digests: dict[DocId, str]
-    skipped: list[int]
+    skipped: list[str]
+    #: Per id, the input's field names but the text, and a digest of their values (``_carried_digest``).
+    carried: dict[DocId, tuple[tuple[str, ...], str]] = field(default_factory=dict)
 
 
-def scan_input(input_path: JsonlSource, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
-    """Every valid id with its line and ``digest(id, text)``, and the skipped lines; duplicate ids are refused."""
-    stats = JsonlStats()
-    scan = InputScan({}, {}, stats.skipped)
-    for line, doc_id, text in _documents(input_path, skip_invalid, stats):
-        if doc_id in scan.lines:
+def scan_input(source: InputSource, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
+    """Every valid id with its place and ``digest(id, text)``, and the skipped inputs; duplicate ids are refused.
+
+    Ids follow the rule every command shares (``corpus.check_doc_id``: given, never invented).
+    """
+    stats = CorpusStats()
+    scan = InputScan({}, {}, stats.skipped_lines)
+    where: dict[DocId, str] = {}
+    for row in source.rows(skip_invalid, stats):
+        if row.doc_id in scan.lines:
             raise InputError(
-                f"{input_path}:{line}: duplicate id {doc_id!r} (first on line {scan.lines[doc_id]}); "
+                f"{row.where}: duplicate id {row.doc_id!r} (first at {where[row.doc_id]}); "
                 "ids must be unique, or the second text would never be protected"
             )
-        scan.lines[doc_id] = line
-        scan.digests[doc_id] = digest(doc_id, text)
+        where[row.doc_id] = row.where
+        scan.lines[row.doc_id] = row.position
+        scan.digests[row.doc_id] = digest(row.doc_id, row.text)
+        scan.carried[row.doc_id] = (
+            tuple(key for key in row.fields if key != source.text_field), _carried_digest(row.fields, source.text_field)
+        )
     return scan
 
 
-def check_output(output: Path, input_path: Path) -> None:
+def check_output(output: Path, input_path: Path | str | StdinCopy) -> None:
     """Refuse an output that cannot be written, before anything is read or created."""
-    refuse_same_file([input_path], output)
+    refuse_same_file([] if isinstance(input_path, StdinCopy) else [input_path], output)
+    fmt = output_format(output)
+    if fmt != "jsonl" and not resumable(output):
+        raise InputError(f"--output {output}: a stream takes JSONL only; give a file named .{fmt}")
     file = resumable(output)  # not stdout, a FIFO or a device, which are written to as they are
     if file and output.is_dir():
         raise InputError(f"--output {output} is a directory; give a file path such as {output / 'protected.jsonl'}")
@@ -320,15 +313,25 @@ class Resumed:
     repaired_last_line: bool = False
 
 
+def journal_path(output: Path) -> Path:
+    """Where protect appends its records: the output itself (JSONL), or for a CSV, TSV or Parquet output a
+    hidden JSONL file beside it, which resumes like one and becomes the table when the run completes."""
+    if output_format(output) == "jsonl" or not resumable(output):
+        return output
+    return output.with_name(f".{output.name}.protect.jsonl")
+
+
 def read_done(
-    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str], bool]
+    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str], bool],
+    id_field: str = "id", text_field: str = "text",
 ) -> Resumed:
     """The records of ``output`` this run keeps, verified, and those it redoes; any other record is refused.
 
     A record must be a ``delink protect`` record of an id of this input, marked protected
     under exactly ``expected``. It is kept only when its ``input_digest`` is the input's
-    (else the input text changed: ``input_changed``) and ``still_protected`` its text, a
-    detection under those settings (else ``not_protected``); the others are redone. A
+    and the fields it copied from the input are the input's now (else ``input_changed``)
+    and ``still_protected`` its text, a detection under those settings (else
+    ``not_protected``); the others are redone. A
     half-written last line (a crash) is cut off. The output is rewritten (atomically)
     only once every complete line passed, and only to drop what is redone: a file that is
     refused is left exactly as it was.
@@ -348,7 +351,7 @@ def read_done(
         except ValueError:  # UnicodeDecodeError too
             record = None
         where = f"{output}:{line_no}"
-        if not isinstance(record, dict) or "id" not in record:
+        if not isinstance(record, dict) or id_field not in record:
             raise InputError(f"{where}: not a `delink protect` record; {how}")
         if PROTECTED_UNDER not in record:
             raise InputError(
@@ -360,16 +363,17 @@ def read_done(
                 f"{where}: protected under {_settings_text(record[PROTECTED_UNDER])}, but this run protects under "
                 f"{_settings_text(expected)}; {how}"
             )
-        if record.get("protected") is not True or not isinstance(record.get("text"), str):
+        if record.get("protected") is not True or not isinstance(record.get(text_field), str):
             raise InputError(f"{where}: a record that is not marked protected; {how}")
-        doc_id = record["id"]
+        doc_id = record[id_field]
         if isinstance(doc_id, (list, dict)) or doc_id not in scan.lines:
             raise InputError(f"{where}: id {doc_id!r} is not in the input, so this output belongs to another input; {how}")
         if doc_id in resumed.done or doc_id in resumed.redo:
             raise InputError(f"{where}: id {doc_id!r} appears twice; the file was edited by hand, {how}")
-        if record.get(INPUT_DIGEST) != scan.digests[doc_id]:
+        names, carried = scan.carried[doc_id]
+        if record.get(INPUT_DIGEST) != scan.digests[doc_id] or _carried_digest({key: record.get(key) for key in names}, text_field) != carried:
             resumed.redo[doc_id] = "input_changed"
-        elif not still_protected(record["text"]):
+        elif not still_protected(record[text_field]):
             resumed.redo[doc_id] = "not_protected"
         else:
             resumed.done.add(doc_id)
@@ -474,20 +478,31 @@ def protect_batch(
 
 def protect_file(
     rewriter: DelinkRewriter,
-    input_path: Path,
+    input_path: Path | InputSource,
     output: Path,
     batch_size: int = 16,
     skip_invalid: bool = False,
     progress: bool = True,
     runner: Optional[Runner] = None,
     spec: Optional[RewriterSpec] = None,
+    *,
+    id_field: str = "id",
+    text_field: str = "text",
+    input_format: Optional[str] = None,
+    allow_empty: bool = False,
 ) -> ProtectSummary:
-    """Stream ``input_path`` through the rewriter, appending one record per document to ``output``.
+    """Stream the input (any format ``corpus.InputSource`` reads) through the rewriter, appending one record per document to ``output``.
 
-    Resumable: documents already in a file ``output`` (protected under the same settings)
-    are skipped. Each batch is flushed and fsynced before the next starts, so a crash loses
-    at most the batches in flight; a second run into the same file is refused while this
-    one writes. ``-`` reads stdin or writes stdout; a stream output is written afresh. With a
+    Each record holds every field of the input untouched, its text protected, then the
+    protection's fields. Resumable: documents already in a file ``output`` (protected under
+    the same settings, from the same input) are skipped. Each batch is flushed and fsynced
+    before the next starts, so a crash loses at most the batches in flight; a second run
+    into the same file is refused while this one writes. ``-`` reads stdin or writes stdout;
+    a stream output is written afresh. A CSV, TSV or Parquet output (by its name) is
+    journaled as JSONL beside it (``journal_path``, resumed the same way) and written,
+    atomically, once every document is in: a table input's rows and columns untouched, its
+    text column protected. An input with no document to protect (empty, or every input
+    skipped) is refused before anything is written, unless ``allow_empty``. With a
     ``runner`` (Dask workers, ``--workers``/``--scheduler``), each batch is protected on a
     worker by a rewriter loaded from ``spec``; batches are the same and written in input
     order, so the output is the output of a run without one.
@@ -498,46 +513,61 @@ def protect_file(
         raise InputError("protecting on workers needs both a runner and the rewriter's spec")
     started = time.perf_counter()
     summary = ProtectSummary()
-    check_output(output, input_path)
+    source = input_path if isinstance(input_path, InputSource) else InputSource(input_path, input_format, id_field, text_field)
+    check_output(output, source.path)
+    journal = journal_path(output)
     with output_lock(output, "delink protect"):
-        source: JsonlSource = StdinCopy.read() if is_stdio(input_path) else input_path
+        if not isinstance(source.path, StdinCopy) and is_stdio(source.path):
+            source.path = StdinCopy.read()  # read twice: every line is checked before anything is written
         scan = scan_input(source, skip_invalid, rewriter.index.input_digest)
         summary.skipped_lines = scan.skipped
+        copied = dict.fromkeys(name for names, _ in scan.carried.values() for name in names if name != source.id_field)
+        summary.copied_fields = list(copied)
+        refusal = None if allow_empty else nothing_done("protect", len(scan.lines), CorpusStats(skipped_lines=scan.skipped), source.name)
+        if refusal:
+            raise InputError(refusal)
         settings = protection_settings(rewriter)
         seen: set[Any] = set()
         if resumable(output):
-            resumed = read_done(output, settings, scan, rewriter.still_protected)
+            resumed = read_done(journal, settings, scan, rewriter.still_protected, source.id_field, source.text_field)
             seen, summary.repaired_last_line = resumed.done, resumed.repaired_last_line
             summary.redone.update(resumed.redo.values())
+        rows: dict[Any, InputRow] = {}
 
         def batches() -> Iterator[list[tuple[Any, str]]]:
             batch: list[tuple[Any, str]] = []
-            for line, doc_id, text in _documents(source, skip_invalid, JsonlStats()):
-                if scan.lines.get(doc_id) != line:
-                    raise InputError(f"{source}:{line}: the file changed while protect ran; rerun it (the run resumes)")
-                if doc_id in seen:
+            for row in source.rows(skip_invalid, CorpusStats()):
+                if scan.lines.get(row.doc_id) != row.position:
+                    raise InputError(f"{row.where}: the file changed while protect ran; rerun it (the run resumes)")
+                if row.doc_id in seen:
                     summary.already_done += 1
                     continue
-                batch.append((doc_id, text))
+                rows[row.doc_id] = row
+                batch.append((row.doc_id, row.text))
                 if len(batch) == batch_size:
                     yield batch
                     batch = []
             if batch:
                 yield batch
 
+        def output_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [rows.pop(record["id"]).with_results(record, source.id_field, source.text_field) for record in records]
+
         tally: Counter[str] = Counter()
-        with Progress("protect", "docs", len(scan.lines) - len(seen), enabled=progress) as bar, _appending(output) as write:
+        with Progress("protect", "docs", len(scan.lines) - len(seen), enabled=progress) as bar, _appending(journal) as write:
             if runner is None:
                 for batch in batches():
-                    write(protected_records(rewriter, batch, settings))
+                    write(output_records(protected_records(rewriter, batch, settings)))
                     bar.update(len(batch))
                 tally = _tally(rewriter)
             else:
                 arguments = ((spec, settings, batch) for batch in batches())
                 for records, added in runner.ordered(protect_batch, arguments, IN_FLIGHT_BATCHES):
-                    write(records)
+                    write(output_records(records))
                     bar.update(len(records))
                     tally += added
+        if journal != output:
+            _write_table_output(journal, output, source, scan)
     summary.documents = tally["documents"]
     summary.rewritten = tally["rewritten"]
     summary.with_mask = tally["with_mask"]
@@ -548,3 +578,15 @@ def protect_file(
             (summary.rejected if name.startswith("rejected_") else summary.failures)[name] += count
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _write_table_output(journal: Path, output: Path, source: InputSource, scan: InputScan) -> None:
+    """The journal's records as the CSV, TSV or Parquet ``output``, in input order; then the journal goes."""
+    from ..tables import output_table, write_table
+
+    records = [parse_json_line(raw, raw.decode("utf-8")) for raw in journal.read_bytes().splitlines() if raw.strip()]
+    records.sort(key=lambda record: scan.lines[record[source.id_field]])
+    positions = [scan.lines[record[source.id_field]] for record in records]
+    table = output_table(records, source.table() if source.is_table else None, positions, source.text_field)
+    write_table(table, output, output_format(output))
+    journal.unlink()

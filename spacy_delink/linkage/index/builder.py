@@ -67,6 +67,8 @@ class CorpusFiles:
     text_field: str = "text"
     id_field: str = "id"
     skip_invalid: bool = False
+    #: ``--format``, for the sources whose name does not say theirs (``corpus.input_format``).
+    input_format: str | None = None
 
     def for_workers(self) -> tuple[str, ...]:
         """The paths, refusing a ``memory://`` URL: it lives in this process, which Dask workers cannot see."""
@@ -369,13 +371,14 @@ class IndexBuilder:
                 [secret] * count,
                 [VOCABULARY_LIMIT] * count,
                 [self.readings] * count,
+                [documents.input_format] * count,
             )
         if isinstance(documents, CorpusFiles):
             from ...corpus import CorpusStats, read_documents
 
             stats = CorpusStats()
             stream: Iterable[tuple[DocId, str]] = read_documents(
-                documents.paths, documents.text_field, documents.id_field, documents.skip_invalid, stats
+                documents.paths, documents.text_field, documents.id_field, documents.skip_invalid, stats, documents.input_format
             )
         else:
             stats, stream = None, documents
@@ -407,7 +410,7 @@ class IndexBuilder:
         for number, (doc_id, text) in enumerate(unique_ids(documents), start=1):
             if number > _MAX_DOCS:
                 raise InputError(f"corpus has more than {_MAX_DOCS:,} documents; split it into several indexes")
-            yield check_doc_id(doc_id, f"document {number}"), text
+            yield check_doc_id(doc_id, f"document {number}", "id", "give every document a string or integer id"), text
             bar.update()
 
     def _check_partitions(self, partitions: list[shards_module.PartitionResult], summary: BuildSummary) -> list[DocId]:

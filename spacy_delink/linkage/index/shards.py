@@ -257,11 +257,12 @@ def tokenize_documents(
 def tokenize_file(
     store: WorkStore, partition: int, path: str, text_field: str, id_field: str, skip_invalid: bool,
     rules: LinkageRules, secret: bytes, vocabulary_limit: int, readings: Sequence[str] = DEFAULT_READINGS,
+    input_format: str | None = None,
 ) -> PartitionResult:
     """Read one corpus file (on the worker: a path every worker sees) and tokenize it."""
     stats = CorpusStats()
     result = tokenize_documents(
-        store, partition, read_documents([path], text_field, id_field, skip_invalid, stats), rules, secret, vocabulary_limit,
+        store, partition, read_documents([path], text_field, id_field, skip_invalid, stats, input_format), rules, secret, vocabulary_limit,
         readings=readings,
     )
     result.skipped_lines = stats.skipped_lines

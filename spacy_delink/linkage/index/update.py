@@ -260,7 +260,7 @@ def _new_documents(index: CorpusIndex, documents: Iterable[tuple[DocId, str]]) -
     seen: dict[DocId, int] = {}
     accepted = []
     for number, (doc_id, text) in enumerate(documents, start=1):
-        doc_id = check_doc_id(doc_id, f"new document {number}")
+        doc_id = check_doc_id(doc_id, f"new document {number}", "id", "give every document a string or integer id")
         if doc_id in seen:
             raise InputError(f"duplicate document id {doc_id!r} (new documents {seen[doc_id]} and {number}); ids must be unique")
         if index.document_number(doc_id) is not None:
