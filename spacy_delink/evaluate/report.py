@@ -484,13 +484,13 @@ def _ranked_rows(path: Path, risks: Sequence[tuple[int, DocumentRisk, dict[str, 
 
 
 def write_html_report(
-    report: list[tuple[str, dict[str, Any]]], path: Path, settings: ReportSettings, skipped: int | None = None
+    report: list[tuple[str, dict[str, Any]]], path: Path, settings: ReportSettings
 ) -> list[Path]:
     """The ``assess`` report: one ranked table of every document, the distribution plot, then the documents in rank order.
 
     ``report`` pairs each text with its ``delink assess`` record (grouped, or every
-    combination: either is shown by group); ``skipped`` counts the inputs the run left out
-    (said on the page when any). Returns the pages written.
+    combination: either is shown by group); ``settings.skipped`` counts the inputs the run
+    left out (said on every page when any). Returns the pages written.
     """
     anonymities = [record.get("anonymity") for _, record in report]
     distribution = Counter(_anonymity_text(value) for value in anonymities)
@@ -501,7 +501,7 @@ def write_html_report(
     risks = [(number, DocumentRisk.of(text, record), record) for number, (text, record) in enumerate(report)]
     risks.sort(key=lambda item: (*item[1].rank_key(), item[0]))
     summary = {
-        "summary": {"documents": len(report), "linkable": sum(value is not None for value in anonymities), "skipped": skipped or 0},
+        "summary": {"documents": len(report), "linkable": sum(value is not None for value in anonymities), "skipped": settings.skipped},
         "columns": RANKED_COLUMNS,
         "ranked": _ranked_rows(path, risks, DOCS_PER_PAGE),
         "plot_png": _png(png),
