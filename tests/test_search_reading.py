@@ -105,8 +105,7 @@ def test_prototypes_are_icus_skeletons() -> None:
     """The shipped UTS #39 data against ICU's own spoof checker (tools/confusables_table.py made it from ICU)."""
     icu = pytest.importorskip("icu", reason="PyICU (pip install icukit-pyicu) checks the shipped look-alike data against ICU")
     checker = icu.SpoofChecker()
-    table, _ = search_form._prototype_data()
-    for source, target in table.items():
+    for source, target in search_form.fold_tables().prototypes.items():
         assert checker.getSkeleton(0, source) == target, hex(ord(source))
 
 
