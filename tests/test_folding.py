@@ -8,6 +8,8 @@ digit values), never from the package's data files.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 from typing import Any, Iterator
@@ -268,22 +270,61 @@ class _EditedData:
         return self.root
 
 
-@pytest.mark.parametrize("name", sorted(search_form.TABLE_DIGESTS))
-def test_an_edited_shipped_table_is_refused_in_one_line(fresh_tables: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
+def _edit_one_entry(monkeypatch: pytest.MonkeyPatch, root: Path, name: str) -> None:
+    """The package's data as a copy in ``root`` whose ``name`` has one entry's output changed."""
     shipped = Path(search_form.__file__).parent / "data"
-    edited = tmp_path / "package"
-    (edited / "data").mkdir(parents=True)
+    (root / "data").mkdir(parents=True)
     for table in shipped.glob("*.txt"):
-        (edited / "data" / table.name).write_bytes(table.read_bytes())
-    text = (edited / "data" / name).read_text(encoding="utf-8")
+        (root / "data" / table.name).write_bytes(table.read_bytes())
+    text = (root / "data" / name).read_text(encoding="utf-8")
     line = re.search(r"^[0-9A-F]{4,6}\t[0-9A-F ]+$", text, re.MULTILINE)
     assert line is not None
-    (edited / "data" / name).write_text(text.replace(line.group(), line.group()[:-1] + ("1" if line.group()[-1] != "1" else "2"), 1), encoding="utf-8")
-    monkeypatch.setattr(search_form, "resources", _EditedData(edited))
+    (root / "data" / name).write_text(text.replace(line.group(), line.group()[:-1] + ("1" if line.group()[-1] != "1" else "2"), 1), encoding="utf-8")
+    monkeypatch.setattr(search_form, "resources", _EditedData(root))
+    search_form.fold_tables.cache_clear()
+    search_form.fold_table.cache_clear()
+
+
+@pytest.mark.parametrize("name", sorted(search_form.TABLE_DIGESTS))
+def test_an_edited_shipped_table_is_refused_in_one_line(fresh_tables: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
+    _edit_one_entry(monkeypatch, tmp_path / "package", name)
     with pytest.raises(DelinkError) as refused:
         search_form.fold_text("ǝ")
     message = str(refused.value)
     assert "\n" not in message and f"data/{name}" in message and "reinstall" in message
+
+
+#: A fresh ``delink`` process that reads the package's data from another folder (an installation whose file was edited).
+_DELINK_WITH_DATA = """
+import sys
+from pathlib import Path
+from spacy_delink.linkage import search_form
+DATA = Path(sys.argv.pop(1))
+class Edited:
+    def files(self, package):
+        return DATA
+search_form.resources = Edited()
+from spacy_delink.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+def test_the_cli_refuses_an_edited_table_with_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A new process, whose fold table cache is valid: the edited file is refused all the same, nothing written."""
+    IndexBuilder(progress=False).build([("d0", "Drava 1994"), ("d1", "Mura")], tmp_path / "index")
+    (tmp_path / "in.jsonl").write_text('{"id": 1, "text": "Drɐvɐ ١٩٩٤"}\n', encoding="utf-8")
+    with monkeypatch.context() as edit:
+        _edit_one_entry(edit, tmp_path / "package", "ascii_folding.txt")
+    search_form.fold_tables.cache_clear()
+    search_form.fold_table.cache_clear()
+    out = tmp_path / "out.jsonl"
+    args = ["assess", str(tmp_path / "index"), str(tmp_path / "in.jsonl"), "--output", str(out), "--arity", "1"]
+    run = subprocess.run([sys.executable, "-c", _DELINK_WITH_DATA, str(tmp_path / "package"), *args], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1 and not out.exists(), run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line.startswith("error: spacy_delink/linkage/data/ascii_folding.txt is not the table this spacy-delink shipped")
+    clean = subprocess.run([sys.executable, "-m", "spacy_delink", *args], capture_output=True, text=True, timeout=600)
+    assert clean.returncode == 0 and out.exists(), clean.stderr  # the same command on the shipped tables
 
 
 # -- an index built with other tables -------------------------------------------------------------------

@@ -289,7 +289,9 @@ def fold_table() -> tuple[np.ndarray, np.ndarray]:
     The cache is read only when its digest is the shipped one, and written only when the
     build has it: an edited cache is rebuilt and replaced, never used. Under a Unicode
     version the package has no digest for, the table is built in memory on every run.
+    The shipped tables are verified first, also when the cache answers.
     """
+    fold_tables()  # the shipped tables are verified on every run, cache or not: an edited one is refused
     expected = BUILT_DIGESTS.get(unicodedata.unidata_version)
     cache = _cache_dir() / f"searchform-{unicodedata.unidata_version}-{(expected or 'unknown')[:16]}.npz"
     if expected is not None:
