@@ -17,7 +17,8 @@ The request's ``model`` field picks the behaviour, so one server serves every te
 * ``inject``: a valid-format answer whose replacements carry hostile content, cycling through
   ``INJECTIONS`` by item id; ``inject:<kind>`` sends one kind only
 * ``disguise:<kind>``: the span itself, disguised as ``DISGUISES[kind]`` writes it (invisible
-  characters, look-alike letters, accents dropped, letter-spacing): it reads the same
+  characters, look-alike letters, accents dropped, letter-spacing, turned letters, thorns,
+  negative circled numbers, Arabic-Indic or Devanagari digits): it reads the same
 
 ``delay_s`` adds a sleep to every request (the benchmark's model time); with ``gather`` set,
 each request is held until that many are in flight at once (or ``GATHER_WAIT_S`` passes), so
@@ -28,6 +29,7 @@ requests and the most requests it had in flight at once, and records each reques
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import unicodedata
@@ -55,6 +57,10 @@ def _inside_words(mark: str) -> Any:
 
 
 _CYRILLIC = str.maketrans("aceopxyACEHKMOPTXBi", "асеорхуАСЕНКМОРТХВі")
+#: Turned letters of the IPA, which ASCII folding reads as the letter (ǝ → e, ɐ → a, ...).
+_TURNED = str.maketrans("eaothvwyki", "ǝɐɔʇɥʌʍʎʞᴉ")
+#: ❶ ... ❾ and ⓿ (negative circled digits) for 1 ... 9 and 0.
+_NEGATIVE_CIRCLED = str.maketrans("0123456789", "⓿❶❷❸❹❺❻❼❽❾")
 #: How a hostile endpoint may write the span back so it reads the same (``disguise:<kind>``).
 DISGUISES = {
     "soft_hyphen": _inside_words("\u00ad"),
@@ -69,6 +75,14 @@ DISGUISES = {
     "letter_spaced": lambda span: " ".join(span.replace(" ", "  ")),
     "circled": lambda span: "".join(chr(0x1F150 + ord(c.upper()) - 65) if c.isascii() and c.isalpha() else c for c in span),
     "fullwidth": lambda span: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in span),
+    # what ASCII folding (Lucene, tantivy ascii_fold) reads back as the letters and digits (SPEC §8)
+    "turned": lambda span: span.translate(_TURNED),
+    "thorn": lambda span: span.replace("th", "þ").replace("Th", "Þ"),
+    "negative_circled": lambda span: span.translate(_NEGATIVE_CIRCLED),
+    "negative_circled_number": lambda span: re.sub("1[1-9]|20", lambda m: chr(0x24EB + int(m.group()) - 11), span),
+    # decimal digits of other scripts, read as ASCII digits by ICU's folding
+    "arabic_indic": lambda span: span.translate({ord("0") + d: 0x0660 + d for d in range(10)}),
+    "devanagari": lambda span: span.translate({ord("0") + d: 0x0966 + d for d in range(10)}),
 }
 
 

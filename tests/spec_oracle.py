@@ -3,7 +3,10 @@
 It shares no code with the package: tests compare the fast index and detectors against it.
 Both readings are here: the exact one (§1–§7) and the search reading (§8: the search form
 of each character, phrases broken only by masks and paragraph ends), each function taking
-``reading``. The search form's look-alike table is data, read from the package's file.
+``reading``. The search form's tables come from the engines themselves, never from the
+package's data files or functions: UTS #39 skeletons from ICU's spoof checker (PyICU),
+decimal digits from ICU's character types, and ASCII folding by probing tantivy's own
+``ascii_fold`` filter character by character.
 """
 from __future__ import annotations
 
@@ -12,7 +15,6 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 BREAK_CHARS = set('.,;:!?()[]{}"“”„«»…')
 MASK_PATTERNS = [r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*{3,}"]
@@ -40,21 +42,58 @@ IGNORABLE = [
     (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
 ]
-CONFUSABLES = Path(__file__).resolve().parents[1] / "spacy_delink" / "linkage" / "data" / "confusables.txt"
 
 
 @lru_cache(maxsize=1)
-def prototypes() -> dict[str, str]:
-    table = {}
-    for line in CONFUSABLES.read_text(encoding="utf-8").splitlines():
-        if line and not line.startswith("#"):
-            source, target = line.split("\t")
-            table[chr(int(source, 16))] = "".join(chr(int(x, 16)) for x in target.split())
-    return table
+def _icu():  # type: ignore[no-untyped-def]
+    try:
+        import icu
+    except ImportError as err:  # the test extra installs it
+        raise ImportError("the SPEC oracle reads UTS #39 and Nd digits from ICU: pip install icukit-pyicu") from err
+    return icu
+
+
+@lru_cache(maxsize=1)
+def _ascii_fold():  # type: ignore[no-untyped-def]
+    import tantivy
+
+    return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw()).filter(tantivy.Filter.ascii_fold()).build()
+
+
+@lru_cache(maxsize=1)
+def _spoof_checker():  # type: ignore[no-untyped-def]
+    return _icu().SpoofChecker()
+
+
+def prototype(ch: str) -> str:
+    """UTS #39's prototype of one character, as ICU's spoof checker computes its skeleton."""
+    return str(_spoof_checker().getSkeleton(0, ch))
+
+
+def ascii_folded(ch: str) -> str | None:
+    """What tantivy's ascii_fold filter makes of ``ch`` when that holds an ASCII letter or digit (§8), else None."""
+    out = "".join(_ascii_fold().analyze(ch))
+    return out if out != ch and any(c.isalnum() for c in out) else None
+
+
+def nd_digit(ch: str) -> str | None:
+    """The ASCII digit of a decimal digit of any script (Unicode Nd, by ICU), else None."""
+    icu = _icu()
+    if icu.Char.charType(ch) != icu.UCharCategory.DECIMAL_DIGIT_NUMBER:
+        return None
+    return str(icu.Char.digit(ch, 10))
+
+
+def engine_reading(ch: str) -> str | None:
+    """§8's folding: ASCII folding, else the Nd digit (both win over a look-alike prototype)."""
+    return ascii_folded(ch) or nd_digit(ch)
+
+
+_IGNORABLE_CODE_POINTS = frozenset(cp for first, last in IGNORABLE for cp in range(first, last + 1))
 
 
 def ignorable(ch: str) -> bool:
-    return any(a <= ord(ch) <= b for a, b in IGNORABLE)
+    return ord(ch) in _IGNORABLE_CODE_POINTS
 
 
 def plain(text: str) -> str:
@@ -71,9 +110,9 @@ def letter_or_digit(ch: str) -> bool:
 
 
 def look_alike(text: str) -> str:
-    """Each non-ASCII letter or digit replaced by its prototype, then lower-cased, until nothing changes."""
+    """Each non-ASCII letter or digit read as an engine folds it or else as its prototype, then lower-cased, until nothing changes."""
     for _ in range(4):
-        mapped = lower("".join(prototypes().get(c, c) if letter_or_digit(c) else c for c in text))
+        mapped = lower("".join((engine_reading(c) or prototype(c)) if letter_or_digit(c) else c for c in text))
         if mapped == text:
             break
         text = mapped
@@ -89,15 +128,19 @@ def search_form(ch: str) -> str:
     """SPEC §8's search form of one character (the readings docs/linkage-rules.md §8 chose)."""
     if ignorable(ch):
         return ""
+    if engine_reading(ch) is not None:
+        return lower(engine_reading(ch) or "")
     out = ""
     for c in plain(unicodedata.normalize("NFKC", ch)):
         if not letter_or_digit(c):
             out += lower(c)
             continue
         # the letter as written looks like its prototype; a capital that looks like "l" is a capital I
-        target = prototypes().get(c, c)
-        if target == "l" and unicodedata.category(c) in ("Lu", "Lt"):
-            target = "I"
+        target = engine_reading(c)
+        if target is None:
+            target = prototype(c)
+            if target == "l" and unicodedata.category(c) in ("Lu", "Lt"):
+                target = "I"
         out += "".join(x if x.isascii() else latin_base(x) for x in look_alike(lower(target)))
     return out
 

