@@ -88,6 +88,11 @@ def index_command(
     embeddings: bool = typer.Option(
         False, "--embeddings", help="Also embed the corpus into <output>.embeddings for semantic linkage (docs/evaluate.md)."
     ),
+    retrieval: bool = typer.Option(
+        False, "--retrieval",
+        help="Also count BM25 statistics (keyed word digests, no text) into <output>.retrieval, for `delink assess`'s "
+        "retrieval rank and `delink protect --retrieval` (docs/evaluate.md).",
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
     shards: Optional[int] = typer.Option(None, "--shards", help="Number of hash-range shards, a power of two [default: from the corpus size and --memory-mb] (docs/scale.md)."),
@@ -106,6 +111,7 @@ def index_command(
     if update is not None:
         given = [name for name, value in (
             ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
+            ("--retrieval", retrieval),
             ("--readings", readings != "exact,search"),
             ("--workers", workers), ("--scheduler", scheduler), ("--shards", shards), ("--work-dir", work_dir),
         ) if value]
@@ -127,6 +133,8 @@ def index_command(
             raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
         if any(is_url(source) for source in sources):
             raise InputError("--embeddings reads the corpus from local paths only; copy it here, or build the embeddings from local files")
+    if retrieval and any(is_url(source) for source in sources):
+        raise InputError("--retrieval reads the corpus from local paths only; copy it here, or count it from local files")
     documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid)
     builder = IndexBuilder(
         LinkageRules(max_n=max_n),
@@ -163,6 +171,11 @@ def index_command(
 
         built = embed_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid)
         typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
+    if retrieval:
+        from ..retrieval.store import count_corpus
+
+        counted = count_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid)
+        typer.echo(f"counted BM25 statistics of {summary.documents:,} documents → {counted}", err=True)
 
 
 def _update(

@@ -53,6 +53,7 @@ from ..io import (
     refuse_same_file,
 )
 from ..linkage.index.shards import Runner
+from ..retrieval.defence import retrieval_settings
 from ..progress import Progress
 
 #: The record field that says under what a text was protected.
@@ -114,6 +115,7 @@ def load_rewriter(
     config_overrides: Optional[dict[str, Any]] = None,
     threads: Optional[int] = None,
     readings: Optional[Sequence[str]] = None,
+    retrieval: int = 0,
 ) -> DelinkRewriter:
     """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
 
@@ -133,6 +135,8 @@ def load_rewriter(
         settings["threads"] = threads
     if readings is not None:
         settings["readings"] = list(readings)
+    if retrieval:
+        settings["retrieval"] = retrieval
     config_overrides = config_overrides or {}
     if config is None:
         if config_overrides:
@@ -208,6 +212,7 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
         "arity": rewriter.arity,
         "readings": list(rewriter.readings),
         "flagging": rewriter.flagging,
+        **({"retrieval": retrieval_settings(rewriter.retrieval)} if rewriter.retrieval else {}),
     }
 
 
@@ -321,7 +326,7 @@ class Resumed:
 
 
 def read_done(
-    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str], bool]
+    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str, DocId], bool]
 ) -> Resumed:
     """The records of ``output`` this run keeps, verified, and those it redoes; any other record is refused.
 
@@ -369,7 +374,7 @@ def read_done(
             raise InputError(f"{where}: id {doc_id!r} appears twice; the file was edited by hand, {how}")
         if record.get(INPUT_DIGEST) != scan.digests[doc_id]:
             resumed.redo[doc_id] = "input_changed"
-        elif not still_protected(record["text"]):
+        elif not still_protected(record["text"], doc_id):
             resumed.redo[doc_id] = "not_protected"
         else:
             resumed.done.add(doc_id)
@@ -396,25 +401,26 @@ class RewriterSpec:
     overrides: str = "{}"
     threads: Optional[int] = None
     readings: Optional[tuple[str, ...]] = None
+    retrieval: int = 0
 
     @classmethod
     def of(
         cls, index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path], require_llm: bool,
         flagging: Optional[str], overrides: dict[str, Any], threads: Optional[int] = None,
-        readings: Optional[Sequence[str]] = None,
+        readings: Optional[Sequence[str]] = None, retrieval: int = 0,
     ) -> "RewriterSpec":
         """The spec of ``load_rewriter``'s arguments, with paths made absolute for the workers."""
         return cls(
             str(index.absolute()), k, arity, str(config.absolute()) if config is not None and config.is_file() else (str(config) if config else None),
             str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True), threads,
-            tuple(readings) if readings is not None else None,
+            tuple(readings) if readings is not None else None, retrieval,
         )
 
     def load(self) -> DelinkRewriter:
         return load_rewriter(
             Path(self.index), self.k, self.arity, Path(self.config) if self.config else None,
             Path(self.key_file) if self.key_file else None, require_llm=self.require_llm, flagging=self.flagging,
-            config_overrides=json.loads(self.overrides), threads=self.threads, readings=self.readings,
+            config_overrides=json.loads(self.overrides), threads=self.threads, readings=self.readings, retrieval=self.retrieval,
         )
 
 
@@ -440,7 +446,8 @@ def protected_records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], se
     """
     _check_same_index(rewriter, settings)
     records = []
-    for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
+    sources = [doc_id for doc_id, _ in batch] if rewriter.retrieval else None  # ranked retrieval: the id names the source
+    for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch], sources)):
         record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings, INPUT_DIGEST: rewriter.index.input_digest(doc_id, text)}
         record["edits"] = rewriter.published_edits(result.edits)  # no source phrase in the output by default
         records.append(record)
