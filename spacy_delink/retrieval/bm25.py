@@ -9,9 +9,12 @@ query exactly as Lucene and tantivy define BM25, with their defaults k1 = 1.2, b
     idf(t)   = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 A word the query holds q times counts q times (a query parser turns every word into a
-clause of its own). Document lengths are exact here; tantivy and Lucene store them in one
-byte (``fieldnorm``), so their scores differ slightly: ``evaluate`` and
-``benchmarks/bench_retrieval.py`` measure the defence under tantivy itself.
+clause of its own). Engines do not keep |D| exactly: Lucene and tantivy store it in one
+byte (``fieldnorm``: Lucene's ``SmallFloat.intToByte4``, exact below 24, then four
+significant bits, rounded down), so a document's score can differ by several percent
+from the exact formula, enough to swap two documents that score close. Both length
+readings are provided (``LENGTHS``): ``exact`` and ``fieldnorm``; the defence holds under
+both, and ``evaluate`` and ``benchmarks/bench_retrieval.py`` check it under tantivy itself.
 
 Terms are the search reading's tokens (SPEC §8: folded, masks removed) named by the
 index's keyed 64-bit digests, so the statistics hold no text. The *rank* of the source is
@@ -26,6 +29,23 @@ import numpy as np
 #: Lucene's and tantivy's defaults (tantivy fixes them; Lucene's BM25Similarity defaults).
 K1 = 1.2
 B = 0.75
+#: How document lengths are read: exactly, or as an engine's one-byte fieldnorm.
+LENGTHS = ("exact", "fieldnorm")
+#: Lengths below this are stored exactly in a fieldnorm (Lucene's ``SmallFloat.NUM_FREE_VALUES``).
+_FREE_VALUES = 24
+
+
+def fieldnorm(lengths: np.ndarray) -> np.ndarray:
+    """Each length as a one-byte fieldnorm decodes it: exact below 24, above that the length less
+    24 keeps its four most significant bits (the rest rounded down), then 24 is added back."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    rest = np.maximum(lengths - _FREE_VALUES, 0)
+    bits = np.zeros(len(rest), dtype=np.int64)
+    positive = rest > 0
+    bits[positive] = np.floor(np.log2(rest[positive])).astype(np.int64) + 1
+    shift = np.maximum(bits - 4, 0)
+    decoded = (rest >> shift) << shift
+    return np.where(lengths < _FREE_VALUES, lengths, _FREE_VALUES + decoded)
 
 
 @dataclass
@@ -81,8 +101,9 @@ class Bm25Statistics:
         df = self.df(term_index).astype(np.float64)
         return np.log1p((self.documents - df + 0.5) / (df + 0.5))
 
-    def query(self, keys: np.ndarray) -> "QueryPostings":
-        """The postings of a query (its token digests, each occurrence a clause) with each entry's exact contribution."""
+    def query(self, keys: np.ndarray, lengths: str = "exact") -> "QueryPostings":
+        """The postings of a query (its token digests, each occurrence a clause) with each entry's exact contribution,
+        document lengths read as ``lengths`` (``LENGTHS``); the average length is always the exact one, as engines keep it."""
         unique, counts = np.unique(np.asarray(keys, dtype=np.uint64), return_counts=True)
         where = np.searchsorted(self.terms, unique)
         where = np.minimum(where, max(len(self.terms) - 1, 0))
@@ -93,7 +114,10 @@ class Bm25Statistics:
         offsets = np.repeat(self.starts[where] - np.cumsum(spans) + spans, spans) + np.arange(int(spans.sum()), dtype=np.int64)
         docs = self.docs[offsets].astype(np.int64)
         tf = self.tfs[offsets].astype(np.float64)
-        norm = K1 * (1.0 - B + B * self.lengths[docs] / self.average_length)
+        if lengths not in LENGTHS:
+            raise ValueError(f"lengths must be one of {LENGTHS}, got {lengths!r}")
+        read = self.lengths if lengths == "exact" else fieldnorm(self.lengths)
+        norm = K1 * (1.0 - B + B * read[docs] / self.average_length)
         weights = self.idf(where)[entry_term] * tf * (K1 + 1.0) / (tf + norm)
         return QueryPostings(unique, counts.astype(np.int64), entry_term, docs, weights, self.documents)
 

@@ -1,7 +1,9 @@
 """The opt-in ranked-retrieval defence: mask words until the source ranks at least K (``--retrieval K``).
 
 After the phrase rules hold, the released text is read as the adversary's query (its
-search-reading words, masks removed, ``bm25``). While fewer than K − 1 other documents
+search-reading words, masks removed, ``bm25``), under each reading of document lengths
+(exact, and an engine's one-byte fieldnorm: ``bm25.LENGTHS``); the rank reported is the
+adversary's best of the two, and the masking below runs for whichever reading still fails. While fewer than K − 1 other documents
 score strictly higher than the source (ties count for the adversary), one word of the
 text is masked everywhere it occurs: the word whose contribution to the source's score,
 less its contribution to the (K − 1)-th best other document's, is largest. Contributions
@@ -27,7 +29,7 @@ import numpy as np
 
 from ..errors import DelinkError, InputError
 from ..linkage.tokenize import Tokens
-from .bm25 import Bm25Statistics, QueryPostings
+from .bm25 import LENGTHS, Bm25Statistics, QueryPostings
 
 
 def check_retrieval_rank(rank: int) -> int:
@@ -62,38 +64,47 @@ class RetrievalGuard:
             )
 
     def rank_of(self, text: str, source: int) -> int:
-        """The source's BM25 rank for ``text`` as the query."""
+        """The source's BM25 rank for ``text`` as the query: the best for the adversary over the length readings."""
         _, keys = self.tokenize(text)
-        return source_rank(self.statistics.query(keys).scores(), source)
+        return min(source_rank(self.statistics.query(keys, lengths).scores(), source) for lengths in LENGTHS)
 
     def ranges(self, text: str, source: int) -> list[tuple[int, int]]:
-        """Character ranges to mask (every occurrence of the chosen words) so that the source ranks >= ``rank``; [] when it does."""
+        """Character ranges to mask (every occurrence of the chosen words) so that the source ranks >= ``rank``
+        under every length reading (``bm25.LENGTHS``); [] when it does."""
         tokens, keys = self.tokenize(text)
-        query = self.statistics.query(keys)
-        chosen = self._choose(query, source)
+        queries = [self.statistics.query(keys, lengths) for lengths in LENGTHS]
+        chosen = self._choose(queries, source)
         if not chosen:
             return []
-        masked = np.isin(keys, query.keys[chosen])
+        masked = np.isin(keys, queries[0].keys[chosen])
         return list(zip(tokens.starts[masked].tolist(), tokens.ends[masked].tolist()))
 
-    def _choose(self, query: QueryPostings, source: int) -> list[int]:
-        counts = query.counts.copy()
+    def _choose(self, queries: list[QueryPostings], source: int) -> list[int]:
+        """The words to mask: greedily, for the first length reading under which the source still ranks too high.
+
+        The readings share their terms (same keys, same order), so one word index names the same word in each.
+        """
+        counts = queries[0].counts.copy()
         chosen: list[int] = []
         wanted_above = self.rank - 1
-        #: Documents that score exactly as the source on every word left (twins): no mask lifts them above it.
-        twins: set[int] = set()
+        #: Per reading, documents that score exactly as the source on every word left (twins): no mask lifts them above it.
+        twins: list[set[int]] = [set() for _ in queries]
         while True:
-            scores = query.scores(counts)
-            if scores[source] <= 0:
+            failing = None
+            for reading, query in enumerate(queries):
+                scores = query.scores(counts)
+                if scores[source] > 0 and np.count_nonzero(np.delete(scores, source) > scores[source]) < wanted_above:
+                    failing = reading
+                    break
+            if failing is None:
                 return chosen
-            others = scores.copy()
+            query = queries[failing]
+            others = query.scores(counts)
             others[source] = -np.inf
-            if np.count_nonzero(others > scores[source]) >= wanted_above:
-                return chosen
-            others[list(twins)] = -np.inf
+            others[list(twins[failing])] = -np.inf
             if np.count_nonzero(others > -np.inf) < wanted_above:
                 raise DelinkError(
-                    f"ranked retrieval: {len(twins):,} document(s) of the collection score exactly as the source on every "
+                    f"ranked retrieval: {len(twins[failing]):,} document(s) of the collection score exactly as the source on every "
                     f"word the text has left, so masking cannot rank the source {self.rank}-th; lower --retrieval"
                 )
             best_others = np.argpartition(-others, wanted_above - 1)[:wanted_above]
@@ -102,7 +113,7 @@ class RetrievalGuard:
             gain[counts == 0] = -np.inf
             word = int(np.argmax(gain))
             if not gain[word] > 0:  # then the target scores as the source word for word: a twin
-                twins.add(target)
+                twins[failing].add(target)
                 continue
             counts[word] = 0
             chosen.append(word)
@@ -111,4 +122,4 @@ def retrieval_settings(rank: int) -> dict[str, object]:
     """What a record protected with ``--retrieval K`` says it was checked under."""
     from .bm25 import B, K1
 
-    return {"rank": rank, "model": "bm25", "k1": K1, "b": B, "reading": "search", "ties": "adversary"}
+    return {"rank": rank, "model": "bm25", "k1": K1, "b": B, "lengths": list(LENGTHS), "reading": "search", "ties": "adversary"}
