@@ -132,6 +132,8 @@ class DelinkRewriter(IndexedComponent):
     def initialize(self, get_examples: Callable[[], Iterable[Any]] | None = None, *, nlp: Language | None = None) -> None:
         """Open the index, and let a model that reads a file check it (``LlamaCpp.v1``'s GGUF), so a bad path fails now."""
         super().initialize(get_examples, nlp=nlp)
+        if self.retrieval:
+            self.retrieval_guard()  # a missing or edited <index>.retrieval fails now, before any input is read
         check = getattr(self.model, "check", None)
         if self.uses_llm and callable(check):
             check()
