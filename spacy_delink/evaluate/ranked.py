@@ -125,3 +125,48 @@ def ranking_summary(ranks: Sequence[int]) -> dict[str, Any]:
         "mean_rank": round(float(values.mean()), 2),
         "median_rank": float(np.median(values)),
     }
+
+
+def ranked_unavailable() -> str | None:
+    """Why the ranked-retrieval attack cannot run here (tantivy missing), or None."""
+    try:
+        import tantivy  # noqa: F401
+    except ImportError as err:
+        return f"ranked retrieval (BM25) needs tantivy ({err}); install it with pip install 'spacy-delink[evaluate]'"
+    return None
+
+
+def ranked_linkage(
+    collection: Sequence[tuple[Any, str]], documents: Sequence[Any], mask_patterns: Sequence[str], progress: bool = True
+) -> dict[str, Any]:
+    """``delink evaluate``'s BM25 attack: the source's rank for each de-identified (and protected) text.
+
+    Returns the summary per version (``before``, ``after``) and ``per_document`` (aligned
+    with ``documents``: each version's ``rank``, ``margin`` and ``rank_distinct``, the rank
+    when each word is asked once), or why it did not run.
+    """
+    from ..progress import track
+
+    reason = ranked_unavailable()
+    if reason:
+        return {"available": False, "reason": reason}
+    adversary = RankedAdversary((text for _, text in collection), mask_patterns)
+    versions = [("before", "deidentified")] + ([("after", "protected")] if documents and all(d.protected is not None for d in documents) else [])
+    per_document: list[dict[str, Any]] = []
+    for document in track(list(documents), "bm25", "docs", enabled=progress):
+        row: dict[str, Any] = {}
+        for version, attribute in versions:
+            text = getattr(document, attribute)
+            found = adversary.rank(text, document.source)
+            row[version] = {
+                "rank": found.rank,
+                "margin": round(found.margin, 4),
+                "rank_distinct": adversary.rank(text, document.source, distinct=True).rank,
+            }
+        per_document.append(row)
+    result: dict[str, Any] = {"available": True, "engine": TANTIVY_BM25, "collection": adversary.documents}
+    for version, _ in versions:
+        result[version] = ranking_summary([row[version]["rank"] for row in per_document])
+        result[version]["distinct"] = ranking_summary([row[version]["rank_distinct"] for row in per_document])
+    result["per_document"] = per_document
+    return result
