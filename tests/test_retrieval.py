@@ -243,3 +243,58 @@ def test_rewriter_component_takes_the_source_from_user_data(ranked_index: Path) 
     assert out._.delink_protected and out.user_data["delink.retrieval_rank"] >= 2
     with pytest.raises(InputError, match="needs each text's source"):
         nlp("The market in the town.")
+
+
+def test_assess_records_the_rank_of_the_source_and_its_margin(ranked_index: Path, tmp_path: Path, delink: Callable[..., Any]) -> None:
+    released = tmp_path / "released.jsonl"
+    text = "The applicant farmed beets near the river [LOC] and sold them at the market in [LOC]."
+    srsly.write_jsonl(released, [
+        {"id": "d0", "text": text},
+        {"id": "r1", "text": text, "source": "d0"},
+        {"id": "r2", "text": text, "source": "nowhere"},
+    ])
+    output = tmp_path / "assess.jsonl"
+    result = delink("assess", ranked_index, released, "-o", output)
+    assert result.returncode == 0, result.stderr
+    first, second, _ = srsly.read_jsonl(output)
+    assert (first["retrieval_source"], first["retrieval_rank"]) == ("d0", 1) and first["retrieval_margin"] > 0
+    assert second["retrieval_rank"] is None  # its id is not in the collection, and no --source-field
+    result = delink("assess", ranked_index, released, "-o", output, "--source-field", "source")
+    assert result.returncode != 0 and "source" in result.stderr  # the first line has no source field: refused, nothing written
+    srsly.write_jsonl(released, [{"id": "r1", "text": text, "source": "d0"}, {"id": "r2", "text": text, "source": "nowhere"}])
+    result = delink("assess", ranked_index, released, "-o", output, "--source-field", "source")
+    assert result.returncode == 0, result.stderr
+    named, unknown = srsly.read_jsonl(output)
+    assert named["retrieval_source"] == "d0" and named["retrieval_rank"] == 1
+    assert unknown["retrieval_rank"] is None
+
+
+def test_assess_source_field_needs_the_statistics(index: Path, inputs: Path, tmp_path: Path, delink: Callable[..., Any]) -> None:
+    result = delink("assess", index, inputs, "-o", tmp_path / "a.jsonl", "--source-field", "source")
+    assert result.returncode != 0 and "--retrieval" in result.stderr
+
+
+def test_evaluate_ranks_the_source_before_and_after(ranked_index: Path, tmp_path: Path, delink: Callable[..., Any]) -> None:
+    released = tmp_path / "released.jsonl"
+    srsly.write_jsonl(released, [
+        {"id": "d0", "text": "The applicant farmed beets near the river [LOC] and sold them at the market in [LOC]."},
+        {"id": "d6", "text": "Beets and apples were sold at the market by the farmers of the [LOC]."},
+    ])
+    protected = tmp_path / "protected.jsonl"
+    assert delink("protect", ranked_index, released, "-o", protected, "--retrieval", 3, "--arity", 1).returncode == 0
+    result = delink(
+        "evaluate", ranked_index, "--original", tmp_path / "corpus.jsonl", "--deidentified", released, "--protected", protected,
+        "--k", 2, "--arity", 1, "--no-semantic", "--output", tmp_path / "evaluation",
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "evaluation" / "metrics.json").read_text())
+    ranked = metrics["ranked"]
+    assert ranked["available"] and ranked["before"]["top1"] == 1.0
+    index = CorpusIndex(ranked_index)
+    adversary = RankedAdversary((row["text"] for row in CORPUS), index.rules.mask_patterns)
+    records = {r["id"]: r for r in srsly.read_jsonl(protected)}
+    for row in metrics["per_document"]:
+        expected = adversary.rank(records[row["id"]]["text"], index.document_number(row["id"])).rank
+        assert row["ranked"]["after"]["rank"] == expected >= 2
+    assert metrics["linkage"][0]["after"]["ranked"]["top1"] == ranked["after"]["top1"] == 0.0
+    assert "ranked retrieval (BM25, tantivy)" in result.stderr

@@ -250,6 +250,11 @@ def assess_command(
     strict_key_permissions: bool = typer.Option(False, "--strict-key-permissions", help=STRICT_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
+    source_field: Optional[str] = typer.Option(
+        None, "--source-field",
+        help="JSONL field naming each text's source in the collection, for its BM25 rank (with <index>.retrieval) "
+        "[default: the record's id, when the collection holds it].",
+    ),
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
     from ..claims import CheckedUnder
@@ -273,7 +278,7 @@ def assess_command(
         with output_lock(output, "delink assess"):
             summary = assess_file(
                 corpus_index, input_path, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
-                readings=checked_readings, all_combinations=all_combinations,
+                readings=checked_readings, all_combinations=all_combinations, source_field=source_field,
             )
     finally:
         if runner is not None:

@@ -9,7 +9,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
 from ..corpus import CorpusStats, DocId, read_jsonl_documents, unique_ids
-from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
+from ..errors import InputError
+from ..io import check_output_path, dumps_jsonl_line, is_stdio, refuse_same_file, write_output
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
@@ -17,6 +18,7 @@ from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines
+from ..retrieval.assess import RetrievalRanker
 from .grouping import group_numbers, grouped_combinations
 from .report import ReportSettings, write_html_report
 
@@ -109,6 +111,28 @@ class AssessSummary:
     seconds: float = 0.0
 
 
+def _retrieval(
+    index: CorpusIndex, input_path: Path, source_field: str | None, skip_invalid: bool
+) -> tuple[RetrievalRanker | None, Iterator[DocId] | None]:
+    """The ranker when the retrieval index is beside ``index``, and each record's source from ``source_field`` (None: its id)."""
+    if not RetrievalRanker.available(index):
+        if source_field is not None:
+            raise InputError(
+                f"--source-field {source_field}: the BM25 rank needs the retrieval index beside {index.path}; "
+                "build it with `delink index ... --retrieval`"
+            )
+        return None, None
+    if source_field is None:
+        return RetrievalRanker(index), None
+    if is_stdio(input_path):
+        raise InputError("--source-field reads the input a second time; give a file, not - (stdin)")
+    if skip_invalid:
+        raise InputError("--source-field with --skip-invalid could pair a text with another line's source; fix the input and drop --skip-invalid")
+    # The same lines, in the same order, under the same id rule: the source field read as an id.
+    sources = (source for source, _ in read_jsonl_documents(input_path, id_field=source_field, skip_invalid=skip_invalid))
+    return RetrievalRanker(index), sources
+
+
 def check_assess_outputs(input_path: Path, output_path: Path, html_path: Path | None) -> None:
     """Refuse, before any work, outputs that would destroy the input or cannot be written."""
     refuse_same_file([input_path], output_path, "--output")
@@ -131,6 +155,7 @@ def assess_file(
     runner: Runner | None = None,
     all_combinations: bool = False,
     readings: Sequence[str] = DEFAULT_READINGS,
+    source_field: str | None = None,
 ) -> AssessSummary:
     """Assess every line of ``input_path`` (the id rule of ``corpus.py``); outputs are written atomically.
 
@@ -139,6 +164,8 @@ def assess_file(
     assessed on the workers, each of which maps the index itself (by path: shared storage
     on a cluster); the records are written in input order, identical to a run without one.
     Records list their combinations grouped (``assess_document``), or all with ``all_combinations``.
+    With the retrieval index beside the index, each record also gets its BM25 rank of the
+    source (``retrieval.assess``): the source named by ``source_field``, else the record's id.
     """
     check_k(k)
     check_arity(arity, allow_single=True)
@@ -150,6 +177,7 @@ def assess_file(
     summary = AssessSummary()
     stats = CorpusStats()
     documents = unique_ids(read_jsonl_documents(input_path, skip_invalid=skip_invalid, stats=stats))
+    ranker, sources = _retrieval(index, input_path, source_field, skip_invalid)
     report: list[tuple[str, dict[str, Any]]] = []
     if runner is None:
         records: Iterator[tuple[DocId, str, dict[str, Any]]] = (
@@ -161,6 +189,8 @@ def assess_file(
     with write_output(output_path) as out:  # atomically, or streamed to stdout (-)
         with Progress("assess", "docs", count_lines([input_path]), enabled=progress) as bar:
             for doc_id, text, record in records:
+                if ranker is not None:
+                    record.update(ranker.fields(text, next(sources) if sources is not None else doc_id))
                 out.write(dumps_jsonl_line(record))
                 summary.documents += 1
                 summary.linkable_documents += record["anonymity"] is not None
