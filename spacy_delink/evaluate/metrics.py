@@ -403,12 +403,14 @@ def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -
     if disagreements:
         warnings.append(f"tantivy disagrees with our index on {disagreements} decision(s); they are listed under the summary.")
     install = f" {EVALUATE_EXTRA} installs both optional checks."
+    ranked_missing = settings.ranked and not ranked.get("available")
     if not metrics["engine"]["available"]:
         warnings.append(
-            "The independent search engine (tantivy) did not run, so no second engine confirmed the linkage figures: "
+            "The independent search engine (tantivy) did not run, so no second engine confirmed the linkage figures"
+            + (" and ranked retrieval (BM25, the text as the query) was not measured" if ranked_missing else "") + ": "
             + str(metrics["engine"]["reason"]) + ("." + install if settings.adversary else ".")
         )
-    if settings.ranked and not ranked.get("available"):
+    elif ranked_missing:
         warnings.append(
             "Ranked retrieval (BM25, the text as the query) was not measured, so this report says nothing about a search "
             "box finding the source: " + str(ranked.get("reason")) + "."

@@ -127,15 +127,6 @@ def ranking_summary(ranks: Sequence[int]) -> dict[str, Any]:
     }
 
 
-def ranked_unavailable() -> str | None:
-    """Why the ranked-retrieval attack cannot run here (tantivy missing), or None."""
-    try:
-        import tantivy  # noqa: F401
-    except ImportError as err:
-        return f"ranked retrieval (BM25) needs tantivy ({err}); install it with pip install 'spacy-delink[evaluate]'"
-    return None
-
-
 def ranked_linkage(
     collection: Sequence[tuple[Any, str]], documents: Sequence[Any], mask_patterns: Sequence[str], progress: bool = True
 ) -> dict[str, Any]:
@@ -146,8 +137,9 @@ def ranked_linkage(
     when each word is asked once), or why it did not run.
     """
     from ..progress import track
+    from . import adversary as engine
 
-    reason = ranked_unavailable()
+    reason = engine.engine_unavailable()  # the same engine as the phrase adversary: one check of whether it is here
     if reason:
         return {"available": False, "reason": reason}
     adversary = RankedAdversary((text for _, text in collection), mask_patterns)
