@@ -13,7 +13,12 @@ how many documents pass 60%), and the source's rank with the text as the query:
   analyzer and fieldnorm-quantized lengths), every word of the text one clause;
 * ``tantivy_distinct``: the same, each word once (a query that ignores repeats).
 
-top-1 and top-10 shares and the mean rank of the source. Done-when (issue 38): on TAB
+top-1 and top-10 shares and the mean rank of the source. With ``--semantic``, the
+embedding attack too (all-MiniLM-L6-v2, ``evaluate.semantic``): each reading of similarity
+(``semantic.chunks``: the whole document's mean vector, the best window pair, the mean of
+each query window's best match), which is how ``chunks.STRONGEST`` was chosen.
+
+Done-when (issue 38): on TAB
 manual, ``--retrieval 2`` leaves the source first for at most 20% of the documents under
 the independent engine.
 
@@ -29,7 +34,7 @@ retrieval step runs after the phrase rules, so this is what `protect --retrieval
 writes); tokens changed always compare with the de-identified text.
 
     python benchmarks/bench_retrieval.py [--sets tab,wiki] [--ranks 2,5,10] [--docs N]
-        [--tab-dir DIR] [--scale-dir DIR] [--out results.json] [--plot docs/retrieval.png]
+        [--tab-dir DIR] [--scale-dir DIR] [--semantic] [--out results.json] [--plot docs/retrieval.png]
 """
 from __future__ import annotations
 
@@ -140,7 +145,30 @@ def _protect(index_path: Path, texts: list[str], ids: list[str], retrieval: int)
     return out, ranks
 
 
-def measure_set(name: str, corpus: list[tuple[str, str]], inputs: list[tuple[str, str]], ranks: list[int], work: Path) -> dict[str, Any]:
+def semantic_ranks(corpus: list[tuple[str, str]], sources: list[int]) -> Any:
+    """A function from texts to each similarity reading's ranking of the sources (the originals' windows embedded once)."""
+    from spacy_delink.semantic.chunks import ranks_from_scores, window_scores
+    from spacy_delink.semantic.encoder import DocumentEncoder
+    from spacy_delink.semantic.index import exact_ranks
+
+    encoder = DocumentEncoder()
+    windows = encoder.encode_windows([text for _, text in corpus])
+    vectors = windows.document_vectors(len(corpus))
+    targets = np.asarray(sources, dtype=np.int64)
+
+    def measure(texts: list[str]) -> dict[str, Any]:
+        query = encoder.encode_windows(texts)
+        found = {"document": exact_ranks(vectors, query.document_vectors(len(texts)), targets)[0]}
+        for variant, scores in window_scores(query, windows, len(texts), len(corpus)).items():
+            found[variant] = ranks_from_scores(scores, targets)[0]
+        return {variant: ranking_summary(ranks.tolist()) for variant, ranks in found.items()}
+
+    return measure
+
+
+def measure_set(
+    name: str, corpus: list[tuple[str, str]], inputs: list[tuple[str, str]], ranks: list[int], work: Path, semantic: bool = False
+) -> dict[str, Any]:
     started = time.perf_counter()
     index_path = work / f"{name}-index"
     IndexBuilder(progress=False).build(corpus, index_path)
@@ -152,18 +180,22 @@ def measure_set(name: str, corpus: list[tuple[str, str]], inputs: list[tuple[str
     ids = [doc_id for doc_id, _ in inputs]
     sources = [number[doc_id] for doc_id in ids]
     deidentified = [text for _, text in inputs]
+    similar = semantic_ranks(corpus, sources) if semantic else None
     setup_s = time.perf_counter() - started
 
     def ranked(texts: list[str]) -> dict[str, Any]:
         ours = [source_rank(statistics.query(search_keys(index, t)).scores(), s) for t, s in zip(texts, sources)]
         theirs = [adversary.rank(t, s).rank for t, s in zip(texts, sources)]
         distinct = [adversary.rank(t, s, distinct=True).rank for t, s in zip(texts, sources)]
-        return {
+        found = {
             "defence": ranking_summary(ours),
             "tantivy": ranking_summary(theirs),
             "tantivy_distinct": ranking_summary(distinct),
             "tantivy_ranks": theirs,
         }
+        if similar is not None:
+            found["semantic"] = similar(texts)
+        return found
 
     def changed(texts: list[str]) -> dict[str, Any]:
         shares = np.asarray(_shares(index.tokenizer, deidentified, texts)) * 100
@@ -232,7 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 corpus, inputs = load_wiki(args.scale_dir, args.wiki_bios, args.wiki_collection, args.wiki_max_words)
             else:
                 raise InputError(f"unknown set {name!r}; use tab, wiki")
-            result["sets"][name] = measure_set(name, corpus, inputs[: args.docs] if args.docs else inputs, ranks, Path(tmp))
+            result["sets"][name] = measure_set(name, corpus, inputs[: args.docs] if args.docs else inputs, ranks, Path(tmp), args.semantic)
     tab_k2 = result["sets"].get("tab", {}).get("runs", {}).get("retrieval_2")
     if tab_k2 is not None:
         result["done_when_met"] = tab_k2["tantivy"]["top1"] <= 0.20
@@ -252,6 +284,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wiki-bios", type=int, default=100)
     parser.add_argument("--wiki-collection", type=int, default=2500)
     parser.add_argument("--wiki-max-words", type=int, default=2000)
+    parser.add_argument("--semantic", action="store_true", help="also the embedding attack, each reading of similarity")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--plot", type=Path, default=None)
     return parser.parse_args(argv)
