@@ -98,7 +98,7 @@ class RankedAdversary:
         if not words or not self.documents:
             return scores
         query = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, _FIELD, w)) for w in words])
-        hits = self.searcher.search(query, limit=self.documents).hits  # type: ignore[attr-defined]
+        hits = self.searcher.search(query, limit=self.documents).hits
         numbers = self.searcher.fast_field_values(_DOC, [address for _, address in hits])
         scores[np.asarray(numbers, dtype=np.int64)] = [score for score, _ in hits]
         return scores
