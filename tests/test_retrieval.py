@@ -298,3 +298,37 @@ def test_evaluate_ranks_the_source_before_and_after(ranked_index: Path, tmp_path
         assert row["ranked"]["after"]["rank"] == expected >= 2
     assert metrics["linkage"][0]["after"]["ranked"]["top1"] == ranked["after"]["top1"] == 0.0
     assert "ranked retrieval (BM25, tantivy)" in result.stderr
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_window_scores_are_the_best_and_mean_window_matches(seed: int) -> None:
+    """semantic.chunks against a loop over every pair of windows (ranks: ties count for the adversary)."""
+    from spacy_delink.semantic.chunks import ranks_from_scores, window_scores
+    from spacy_delink.semantic.encoder import Windows
+
+    rng = np.random.default_rng(seed)
+    queries = Windows(rng.normal(size=(9, 6)), rng.integers(1, 5, 9).astype(float), np.array([0, 0, 1, 1, 1, 2, 2, 2, 2]))
+    documents = Windows(rng.normal(size=(11, 6)), np.ones(11), rng.integers(0, 5, 11))
+    scores = window_scores(queries, documents, 3, 5)
+    q, d = queries.unit_vectors(), documents.unit_vectors()
+    for i in range(3):
+        for j in range(5):
+            pairs = q[queries.owners == i] @ d[documents.owners == j].T
+            if pairs.size:
+                assert scores["best"][i, j] == pytest.approx(pairs.max(), abs=1e-5)
+                assert scores["mean"][i, j] == pytest.approx(pairs.max(axis=1).mean(), abs=1e-5)
+            else:  # a document without windows (empty) is never the most similar
+                assert scores["best"][i, j] == -1.0
+    tied = np.array([[0.5, 0.5, 0.2], [0.1, 0.9, 0.9]], dtype=np.float32)
+    ranks, own = ranks_from_scores(tied, np.array([0, 2]))
+    assert ranks.tolist() == [1, 1] and own.tolist() == pytest.approx([0.5, 0.9])
+
+
+def test_document_vectors_are_the_mean_of_every_window() -> None:
+    from spacy_delink.semantic.encoder import Windows
+
+    windows = Windows(np.array([[2.0, 0.0], [0.0, 4.0], [3.0, 3.0]]), np.array([2.0, 2.0, 3.0]), np.array([0, 0, 1]))
+    vectors = windows.document_vectors(3)
+    assert vectors[0] == pytest.approx(np.array([1.0, 2.0]) / np.sqrt(5.0))
+    assert vectors[1] == pytest.approx(np.array([1.0, 1.0]) / np.sqrt(2.0))
+    assert vectors[2].tolist() == [0.0, 0.0]  # no window: no direction
