@@ -16,7 +16,7 @@ how many documents pass 60%), and the source's rank with the text as the query:
 top-1 and top-10 shares and the mean rank of the source. With ``--semantic``, the
 embedding attack too (all-MiniLM-L6-v2, ``evaluate.semantic``): each reading of similarity
 (``semantic.chunks``: the whole document's mean vector, the best window pair, the mean of
-each query window's best match), which is how ``chunks.STRONGEST`` was chosen.
+each query window's best match), to see which finds more sources.
 
 Done-when (issue 38): on TAB
 manual, ``--retrieval 2`` leaves the source first for at most 20% of the documents under

@@ -332,3 +332,14 @@ def test_document_vectors_are_the_mean_of_every_window() -> None:
     assert vectors[0] == pytest.approx(np.array([1.0, 2.0]) / np.sqrt(5.0))
     assert vectors[1] == pytest.approx(np.array([1.0, 1.0]) / np.sqrt(2.0))
     assert vectors[2].tolist() == [0.0, 0.0]  # no window: no direction
+
+
+def test_the_semantic_attack_is_the_reading_that_finds_most_sources() -> None:
+    from spacy_delink.semantic.chunks import strongest
+
+    def summary(top1: float, top10: float) -> dict[str, dict[str, float]]:
+        return {"before": {"top1": 1.0, "top10": 1.0}, "after": {"top1": top1, "top10": top10}}
+
+    assert strongest({"document": summary(0.1, 0.5), "best": summary(0.3, 0.4), "mean": summary(0.2, 0.9)}, "after") == "best"
+    assert strongest({"document": summary(0.3, 0.5), "best": summary(0.3, 0.6), "mean": summary(0.3, 0.6)}, "after") == "best"
+    assert strongest({"document": summary(0.3, 0.6), "best": summary(0.3, 0.6), "mean": summary(0.3, 0.6)}, "before") == "document"

@@ -6,8 +6,10 @@ source's rank is computed exactly (1 + documents clearly more similar). Three re
 "similar" are measured (``semantic.chunks``): the whole documents' mean vectors
 (``document``; from the embedding index beside the N-gram index when there is one for the
 same model, ``delink index --embeddings``), and window by window (``best``, ``mean``: the
-originals are then read here). ``before``/``after`` and each document's ``rank`` are the
-strongest reading's (``chunks.STRONGEST``, measured on TAB); ``variants`` holds all three.
+originals are then read here). ``variants`` holds all three; ``before``/``after`` and each
+document's ``rank`` are those of the reading that found the most sources on these very
+documents (``chunks.strongest``: top-1, then top-10, after protection when there is an
+after), named in ``attack`` — the reading that finds more linkages, as everywhere.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..linkage.index import CorpusIndex
-from ..semantic.chunks import STRONGEST, VARIANTS, ranks_from_scores, window_scores
+from ..semantic.chunks import VARIANTS, ranks_from_scores, strongest, window_scores
 from ..semantic.encoder import DocumentEncoder, embeddings_unavailable
 from ..semantic.index import EmbeddingIndex, embeddings_path, exact_ranks
 from .inputs import Document
@@ -54,7 +56,6 @@ def semantic_linkage(
         "model": encoder.info.to_dict(),
         "collection_vectors": origin,
         "collection": len(vectors),
-        "attack": STRONGEST,
         "variants": {variant: {} for variant in VARIANTS},
     }
     per_document: list[dict[str, Any]] = [{} for _ in documents]
@@ -62,20 +63,23 @@ def semantic_linkage(
     if all(d.protected is not None for d in documents) and documents[0].protected is not None:
         texts["after"] = [d.protected or "" for d in documents]
     queries: dict[str, np.ndarray] = {}
+    ranked: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     for version, version_texts in texts.items():
         query_windows = encoder.encode_windows(version_texts, progress=progress, desc=f"embed {version} protection")
         queries[version] = query_windows.document_vectors(len(version_texts))
-        ranked: dict[str, tuple[np.ndarray, np.ndarray]] = {"document": exact_ranks(vectors, queries[version], sources)}
+        ranked[version] = {"document": exact_ranks(vectors, queries[version], sources)}
         for variant, scores in window_scores(query_windows, windows, len(version_texts), len(collection)).items():
-            ranked[variant] = ranks_from_scores(scores, sources)
-        for variant, (ranks, _) in ranked.items():
+            ranked[version][variant] = ranks_from_scores(scores, sources)
+        for variant, (ranks, _) in ranked[version].items():
             result["variants"][variant][version] = _ranking(ranks)
-        result[version] = result["variants"][STRONGEST][version]
-        ranks, similarity = ranked[STRONGEST]
+    attack = result["attack"] = strongest(result["variants"], "after" if "after" in texts else "before")
+    for version in texts:
+        result[version] = result["variants"][attack][version]
+        ranks, similarity = ranked[version][attack]
         for i, (row, rank, sim) in enumerate(zip(per_document, ranks.tolist(), similarity.tolist())):
             row[version] = {
                 "rank": rank, "similarity_to_source": round(sim, 4),
-                "ranks": {variant: int(ranked[variant][0][i]) for variant in VARIANTS},
+                "ranks": {variant: int(ranked[version][variant][0][i]) for variant in VARIANTS},
             }
     if "after" in queries:
         similarity = np.einsum("nd,nd->n", queries["before"], queries["after"])

@@ -10,18 +10,18 @@ thousands of ordinary words, so the adversary can also compare windows:
   document's score is the mean of those.
 
 ``document`` is the mean vector of all token windows (``DocumentEncoder.encode``).
-``delink evaluate`` reports all three and, as its semantic attack, whichever the
-measurement in docs/evaluate.md found strongest (``STRONGEST``).
+``delink evaluate`` reports all three and, as its semantic attack, whichever found the
+most sources on the documents evaluated (``strongest``).
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from .encoder import Windows
 
 VARIANTS = ("document", "best", "mean")
-#: The variant that ranked the source first most often on TAB (docs/evaluate.md, benchmarks/bench_retrieval.py --semantic).
-STRONGEST = "best"
 #: Scores closer than this count as ties (for the adversary), as ``index.RANK_TOLERANCE`` does for whole documents.
 TOLERANCE = 1e-6
 
@@ -51,3 +51,8 @@ def ranks_from_scores(scores: np.ndarray, sources: np.ndarray) -> tuple[np.ndarr
     """1 + documents scoring clearly higher than the source (ties count for the adversary), and the source's score."""
     own = scores[np.arange(len(sources)), sources]
     return 1 + (scores > own[:, None] + TOLERANCE).sum(axis=1), own
+
+
+def strongest(summaries: dict[str, dict[str, Any]], version: str) -> str:
+    """The reading whose ``version`` ranking names the most sources first, then in the first ten (earlier in ``VARIANTS`` on ties)."""
+    return max(VARIANTS, key=lambda variant: (summaries[variant][version]["top1"], summaries[variant][version]["top10"], -VARIANTS.index(variant)))
