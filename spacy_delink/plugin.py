@@ -168,6 +168,7 @@ def make_combination_detector(
         "flagging": DEFAULT_STRATEGY,
         "threads": 0,
         "readings": list(DEFAULT_READINGS),
+        "retrieval": 0,
     },
 )
 def make_rewriter(
@@ -192,6 +193,7 @@ def make_rewriter(
     flagging: str,
     threads: int,
     readings: list[str],
+    retrieval: int,
 ) -> Component:
     """``nlp.add_pipe("delink_rewriter", config={"index": "path/to/index", "k": 2, "arity": 3})``."""
     from .components.rewriter import DelinkRewriter
@@ -205,7 +207,7 @@ def make_rewriter(
     return DelinkRewriter(
         nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
         cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
-        threads=threads, readings=readings,
+        threads=threads, readings=readings, retrieval=retrieval,
     )
 
 

@@ -25,6 +25,9 @@ def evaluate_command(
     readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
     engine: bool = typer.Option(True, "--engine/--no-engine", help="Also run the attack with tantivy (independent search engine)."),
     semantic: bool = typer.Option(True, "--semantic/--no-semantic", help="Semantic linkage and similarity (needs the embeddings extra)."),
+    ranked: bool = typer.Option(
+        True, "--ranked/--no-ranked", help="Ranked retrieval: tantivy's BM25 with each text as the query (needs the evaluate extra)."
+    ),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the index checksums on open."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation in --output."),
@@ -55,6 +58,7 @@ def evaluate_command(
         semantic=semantic,
         readings=check_readings(readings),
         fields=InputFields(id_field, text_field, input_format),
+        ranked=ranked,
     )
     inputs = [index, original, deidentified] + ([protected] if protected else [])
     for name, path in (("--original", original), ("--deidentified", deidentified), ("--protected", protected), ("--output", output)):
@@ -76,6 +80,15 @@ def evaluate_command(
     if counts["excluded_total"]:
         reasons = ", ".join(f"{item['count']:,} {item['why']}" for item in counts["excluded"].values())
         typer.echo(f"note: {counts['excluded_total']:,} document(s) left out: {reasons}", err=True)
+    if ranked and metrics["ranked"].get("available"):
+        summary = metrics["ranked"]
+        figures = "; ".join(
+            f"{version}: top-1 {100 * summary[version]['top1']:.1f}%, top-10 {100 * summary[version]['top10']:.1f}%, mean rank {summary[version]['mean_rank']}"
+            for version in ("before", "after") if version in summary
+        )
+        typer.echo(f"ranked retrieval (BM25, tantivy): {figures}", err=True)
+    elif ranked:
+        typer.echo(f"note: ranked retrieval not measured: {metrics['ranked']['reason']}", err=True)
     if not metrics["semantic"].get("available"):
         typer.echo(f"note: semantic linkage not measured: {metrics['semantic']['reason']}", err=True)
     if not metrics["engine"]["available"]:

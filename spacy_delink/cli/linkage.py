@@ -97,6 +97,11 @@ def index_command(
     embeddings: bool = typer.Option(
         False, "--embeddings", help="Also embed the corpus into <output>.embeddings for semantic linkage (docs/evaluate.md)."
     ),
+    retrieval: bool = typer.Option(
+        False, "--retrieval",
+        help="Also count BM25 statistics (keyed word digests, no text) into <output>.retrieval, for `delink assess`'s "
+        "retrieval rank and `delink protect --retrieval` (docs/evaluate.md).",
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
     shards: Optional[int] = typer.Option(None, "--shards", help="Number of hash-range shards, a power of two [default: from the corpus size and --memory-mb] (docs/scale.md)."),
@@ -105,7 +110,7 @@ def index_command(
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
     from ..corpus import resolve_sources
     from ..errors import InputError
-    from ..io import refuse_same_file
+    from ..io import is_stdio, refuse_same_file
     from ..urls import is_url
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.readings import check_readings, describe
@@ -115,6 +120,7 @@ def index_command(
     if update is not None:
         given = [name for name, value in (
             ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
+            ("--retrieval", retrieval),
             ("--readings", readings != "exact,search"),
             ("--workers", workers), ("--scheduler", scheduler), ("--shards", shards), ("--work-dir", work_dir),
         ) if value]
@@ -136,6 +142,8 @@ def index_command(
             raise DelinkError(f"--embeddings: {embeddings_unavailable()}")
         if any(is_url(source) for source in sources):
             raise InputError("--embeddings reads the corpus from local paths only; copy it here, or build the embeddings from local files")
+    if retrieval and any(is_url(source) or is_stdio(source) for source in sources):
+        raise InputError("--retrieval reads the corpus twice, from local paths only; copy it here, or count it from local files")
     documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid, input_format)
     builder = IndexBuilder(
         LinkageRules(max_n=max_n),
@@ -171,6 +179,11 @@ def index_command(
 
         built = embed_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid)
         typer.echo(f"embedded {built.documents:,} documents ({built.dimensions} dimensions, {built.bytes_on_disk:,} bytes) → {built.path}", err=True)
+    if retrieval:
+        from ..retrieval.store import count_corpus
+
+        counted = count_corpus(output, [Path(source) for source in sources], key_file, text_field, id_field, skip_invalid, input_format=input_format)
+        typer.echo(f"counted BM25 statistics of {summary.documents:,} documents → {counted}", err=True)
     report_skipped(summary.skipped_lines, "indexed")
 
 
@@ -255,6 +268,11 @@ def assess_command(
     strict_key_permissions: bool = typer.Option(False, "--strict-key-permissions", help=STRICT_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
+    source_field: Optional[str] = typer.Option(
+        None, "--source-field",
+        help="Field naming each text's source in the collection, for its BM25 rank (with <index>.retrieval) "
+        "[default: the record's id, when the collection holds it].",
+    ),
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
     from ..claims import CheckedUnder
@@ -280,7 +298,7 @@ def assess_command(
         with output_lock(output, "delink assess"):
             summary = assess_file(
                 corpus_index, source, output, k, arity, html, skip_invalid, max_combinations=max_combinations, runner=runner,
-                readings=checked_readings, all_combinations=all_combinations, allow_empty=allow_empty,
+                readings=checked_readings, all_combinations=all_combinations, allow_empty=allow_empty, source_field=source_field,
             )
     finally:
         if runner is not None:

@@ -100,6 +100,12 @@ def protect_command(
     ),
     workers: Optional[int] = typer.Option(None, "--workers", help=WORKERS_HELP),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
+    retrieval: int = typer.Option(
+        0, "--retrieval", metavar="K",
+        help="Ranked retrieval (opt-in): after the phrase rules hold, mask words until at least K-1 other documents outscore "
+        "each text's source under BM25, the text as the query; the record's id names the source; needs <index>.retrieval "
+        "(`delink index --retrieval`) [default: 0, off] (docs/evaluate.md).",
+    ),
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..claims import CheckedUnder
@@ -108,16 +114,20 @@ def protect_command(
     from ..linkage.readings import check_readings
     from ..rewrite.protect import RewriterSpec, load_rewriter, protect_file
 
+    from ..retrieval.defence import check_retrieval_rank
+
     overrides = config_overrides(ctx, settings or [])
     source = InputSource(input_path, input_format, id_field, text_field)
     checked_readings = check_readings(readings)
+    check_retrieval_rank(retrieval)
     rewriter = load_rewriter(
         index, k, arity, config, key_file, require_llm=require_llm, flagging=flagging, config_overrides=overrides, threads=threads,
-        readings=checked_readings,
+        readings=checked_readings, retrieval=retrieval,
     )
     # The workers share the machine's CPUs already: one document at a time on each, unless asked.
     spec = RewriterSpec.of(
-        index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads, checked_readings
+        index, k, arity, config, key_file, require_llm, flagging, overrides, 1 if threads is None else threads, checked_readings,
+        retrieval,
     )
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
@@ -133,8 +143,9 @@ def protect_command(
         return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"
 
     checked = CheckedUnder(k, arity, index, checked_readings)
+    ranked = f" and ranked at least {retrieval}-th by BM25 (the text as the query)" if retrieval else ""
     echo_claims(
-        f"{summary.documents:,} documents protected under {checked} "
+        f"{summary.documents:,} documents protected under {checked}{ranked} "
         f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone, {len(summary.skipped_lines):,} skipped): "
         f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
         f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "

@@ -24,10 +24,15 @@ from ..llm.models.mask import MaskModel
 from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
+from ..retrieval.defence import RetrievalGuard, check_retrieval_rank
 from .base import IndexedComponent, ScoreFunction
 from .extensions import carry_over, record_anonymity
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
+#: ``doc.user_data`` key of the source's id in the collection, which ``retrieval`` needs.
+SOURCE_ID_KEY = "delink.source_id"
+#: ``doc.user_data`` key of the source's BM25 rank for the rewritten text (with ``retrieval``).
+RETRIEVAL_RANK_KEY = "delink.retrieval_rank"
 FACTORY = "delink_rewriter"
 DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
@@ -67,8 +72,13 @@ class DelinkRewriter(IndexedComponent):
         flagging: str = DEFAULT_STRATEGY,
         threads: int = 0,
         readings: Sequence[str] = DEFAULT_READINGS,
+        retrieval: int = 0,
     ) -> None:
         super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
+        #: Ranked retrieval (docs/evaluate.md): 0 off, else mask until each text's source ranks >= this under BM25.
+        self.retrieval = check_retrieval_rank(retrieval)
+        self._guard: Optional[RetrievalGuard] = None
+        self._guard_index: Any = None
         self.keep_source = keep_source
         self.flagging = check_strategy(flagging)
         self.threads = resolve_threads(threads)
@@ -114,6 +124,7 @@ class DelinkRewriter(IndexedComponent):
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_llm"] = None  # rebuilt (with its cache) in each worker
+        state["_guard"] = state["_guard_index"] = None  # reopened beside the worker's index
         return state
 
     # -- the loop -------------------------------------------------------------------------
@@ -121,6 +132,8 @@ class DelinkRewriter(IndexedComponent):
     def initialize(self, get_examples: Callable[[], Iterable[Any]] | None = None, *, nlp: Language | None = None) -> None:
         """Open the index, and let a model that reads a file check it (``LlamaCpp.v1``'s GGUF), so a bad path fails now."""
         super().initialize(get_examples, nlp=nlp)
+        if self.retrieval:
+            self.retrieval_guard()  # a missing or edited <index>.retrieval fails now, before any input is read
         check = getattr(self.model, "check", None)
         if self.uses_llm and callable(check):
             check()
@@ -142,11 +155,40 @@ class DelinkRewriter(IndexedComponent):
     def _detect(self, text: str) -> Detection:
         return detect(self.index, text, self.k, self.arity, flagging=self.flagging, readings=self.readings)
 
-    def still_protected(self, text: str) -> bool:
-        """SPEC §7 (every reading checked) for ``text`` under this component's (k, arity) and index now."""
-        return detect(
+    def still_protected(self, text: str, source_id: Any = None) -> bool:
+        """SPEC §7 (every reading checked) for ``text`` under this component's (k, arity) and index now;
+        with ``retrieval``, also its source (``source_id``) ranked at least that low under BM25."""
+        protected = detect(
             self.index, text, self.k, self.arity, flagging=self.flagging, exact_frequent=False, readings=self.readings
         ).protected
+        if not protected or not self.retrieval:
+            return protected
+        guard = self.retrieval_guard()
+        return guard.rank_of(text, self.source_numbers([source_id])[0]) >= guard.rank
+
+    def retrieval_guard(self) -> RetrievalGuard:
+        """The BM25 statistics beside the index (``<index>.retrieval``), opened on first use and again for a reopened index."""
+        from ..retrieval.store import open_retrieval_index, search_tokens
+
+        index = self.index
+        if self._guard is None or self._guard_index is not index:
+            self._guard = RetrievalGuard(open_retrieval_index(index), lambda text: search_tokens(index, text), self.retrieval)
+            self._guard_index = index
+        return self._guard
+
+    def source_numbers(self, source_ids: Sequence[Any]) -> list[int]:
+        """Each source id's document number in the index; an unknown or missing one is refused (ranked retrieval needs it)."""
+        numbers = []
+        for source_id in source_ids:
+            number = None if source_id is None else self.index.document_number(source_id)
+            if number is None:
+                raise InputError(
+                    f"{self.name}: retrieval={self.retrieval} needs each text's source in the collection, and "
+                    f"{source_id!r} is not an id of index {self.index.path}; give the source's id (the record's id, or "
+                    "doc.user_data['delink.source_id']) or set retrieval to 0"
+                )
+            numbers.append(number)
+        return numbers
 
     def cache_path(self) -> Optional[Path]:
         """Where spacy-llm caches answers: ``auto`` = one folder per prompt template and model."""
@@ -170,9 +212,12 @@ class DelinkRewriter(IndexedComponent):
                 raise InputError(f"cache_dir {path}: {str(err).rstrip('.')}; delete it or set another cache_dir") from None
         return self._llm
 
-    def rewrite_texts(self, texts: list[str]) -> list[RewriteResult]:
-        """Protect a batch of texts (see ``rewrite.loop``)."""
+    def rewrite_texts(self, texts: list[str], source_ids: Optional[Sequence[Any]] = None) -> list[RewriteResult]:
+        """Protect a batch of texts (see ``rewrite.loop``); ``source_ids``: each one's source, which ``retrieval`` needs."""
         self._check_mask()
+        sources: Optional[list[Optional[int]]] = None
+        if self.retrieval:
+            sources = list(self.source_numbers(list(source_ids) if source_ids is not None else [None] * len(texts)))
         loop = RewriteLoop(
             name=self.name,
             detect=self._detect,
@@ -186,8 +231,9 @@ class DelinkRewriter(IndexedComponent):
             require_llm=self.require_llm,
             failures=self.failures,
             threads=self.threads,
+            retrieval=self.retrieval_guard() if self.retrieval else None,
         )
-        return loop.run(texts)
+        return loop.run(texts, sources)
 
     def _protected_here(self, result: RewriteResult) -> bool:
         """SPEC §7 passed on exactly ``result.text`` under this component's (k, arity, readings) and index (``_detect``)."""
@@ -195,6 +241,7 @@ class DelinkRewriter(IndexedComponent):
         return (
             detection.text == result.text and detection.k == self.k and detection.arity == self.arity
             and detection.readings == self.readings and detection.index is self.index and detection.protected
+            and (not self.retrieval or (result.retrieval_rank is not None and result.retrieval_rank >= self.retrieval))
         )
 
     def published_edits(self, edits: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -221,15 +268,17 @@ class DelinkRewriter(IndexedComponent):
         doc._.delink_protected = self._protected_here(result)
         record_anonymity(doc, self.name, result.detection.anonymity)
         doc.user_data[RISK_BEFORE_KEY] = result.linkage_risk_before
+        if result.retrieval_rank is not None:
+            doc.user_data[RETRIEVAL_RANK_KEY] = result.retrieval_rank
         return doc
 
     def __call__(self, doc: Doc) -> Doc:
-        return self._to_doc(doc, self.rewrite_texts([self.doc_text(doc)])[0])
+        return self._to_doc(doc, self.rewrite_texts([self.doc_text(doc)], [doc.user_data.get(SOURCE_ID_KEY)])[0])
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 32) -> Iterator[Doc]:
         """Batches share LLM calls; the model runs their requests concurrently."""
         for batch in spacy.util.minibatch(stream, batch_size):
-            results = self.rewrite_texts([self.doc_text(doc) for doc in batch])
+            results = self.rewrite_texts([self.doc_text(doc) for doc in batch], [doc.user_data.get(SOURCE_ID_KEY) for doc in batch])
             yield from (self._to_doc(doc, result) for doc, result in zip(batch, results))
 
     def llm_calls(self) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
-from ..corpus import CorpusStats, DocId, InputRow, InputSource, nothing_done, output_format, unique_rows
+from ..corpus import CorpusStats, DocId, InputRow, InputSource, check_doc_id, nothing_done, output_format, unique_rows
 from ..errors import InputError
 from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
@@ -19,6 +19,7 @@ from ..linkage.index.shards import Runner
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines
+from ..retrieval.assess import RetrievalRanker
 from .grouping import group_numbers, grouped_combinations
 from .report import ReportSettings, write_html_report
 
@@ -112,6 +113,25 @@ class AssessSummary:
     seconds: float = 0.0
 
 
+def _ranker(index: CorpusIndex, source_field: str | None) -> RetrievalRanker | None:
+    """The BM25 ranker when the retrieval index is beside ``index``; ``--source-field`` without one is refused."""
+    if RetrievalRanker.available(index):
+        return RetrievalRanker(index)
+    if source_field is not None:
+        raise InputError(
+            f"--source-field {source_field}: the BM25 rank needs the retrieval index beside {index.path}; "
+            "build it with `delink index ... --retrieval`"
+        )
+    return None
+
+
+def _source_of(row: InputRow, source_field: str | None) -> DocId:
+    """The document of the collection ``row`` was made from: its ``source_field`` under the id rule, else its own id."""
+    if source_field is None:
+        return row.doc_id
+    return check_doc_id(row.fields.get(source_field), row.where, source_field, hint="name the source field with --source-field")
+
+
 def check_assess_outputs(input_path: Path | InputSource, output_path: Path, html_path: Path | None) -> None:
     """Refuse, before any work, outputs that would destroy the input or cannot be written."""
     source = input_path.path if isinstance(input_path, InputSource) else input_path
@@ -144,6 +164,7 @@ def assess_file(
     text_field: str = "text",
     input_format: str | None = None,
     allow_empty: bool = False,
+    source_field: str | None = None,
 ) -> AssessSummary:
     """Assess every document of the input (any format ``corpus.InputSource`` reads; the id rule of
     ``corpus.py``); outputs are written atomically.
@@ -157,6 +178,8 @@ def assess_file(
     assessed on the workers, each of which maps the index itself (by path: shared storage
     on a cluster); the records are written in input order, identical to a run without one.
     Records list their combinations grouped (``assess_document``), or all with ``all_combinations``.
+    With the retrieval index beside the index, each record also gets its BM25 rank of the
+    source (``retrieval.assess``): the source named by ``source_field``, else the record's id.
     """
     check_k(k)
     check_arity(arity, allow_single=True)
@@ -170,6 +193,7 @@ def assess_file(
     summary = AssessSummary()
     stats = CorpusStats()
     pending: deque[InputRow] = deque()
+    ranker = _ranker(index, source_field)
 
     def documents() -> Iterator[tuple[DocId, str]]:
         for row in unique_rows(source.rows(skip_invalid, stats)):
@@ -191,6 +215,8 @@ def assess_file(
         with Progress("assess", "docs", total, enabled=progress) as bar:
             for doc_id, text, record in records:
                 row = pending.popleft()
+                if ranker is not None:
+                    record.update(ranker.fields(text, _source_of(row, source_field)))
                 merged = row.with_results(record, source.id_field, source.text_field)
                 if out is not None:
                     out.write(dumps_jsonl_line(merged))

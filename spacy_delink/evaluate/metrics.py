@@ -46,6 +46,8 @@ from .inputs import EXCLUSION_REASONS, Document, InputFields, Joined, check_orig
 #: similar originals finds the source of half the documents (top-10). Phrase protection
 #: does not address this linkage (docs/evaluate.md).
 SEMANTIC_WARNING = {"top1": 0.2, "top10": 0.5}
+#: The BM25 attack's top-1 share after protection from which the report warns (as semantic top-1).
+RANKED_WARNING_TOP1 = 0.2
 #: How to get both optional checks (the independent engine and semantic linkage).
 EVALUATE_EXTRA = "pip install 'spacy-delink[evaluate]'"
 
@@ -84,6 +86,8 @@ class EvaluationSettings:
     proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP
     #: How the three inputs are read: id and text fields, format where a name does not say it.
     fields: InputFields = field(default_factory=InputFields)
+    #: Ranked retrieval: tantivy's BM25 with the text as the query (``evaluate.ranked``; outside the rules).
+    ranked: bool = True
 
     def __post_init__(self) -> None:
         self.readings = check_readings(self.readings)
@@ -338,7 +342,10 @@ def evaluate(
             entry["semantic"] = row
     else:
         semantic = {"available": False, "reason": "skipped with --no-semantic; run without it to include this check"}
+    ranked = _ranked(index, collection, documents, per_document, settings, progress)
     metrics = _summarize(index, joined, per_document, settings, semantic, engine is not None, collection)
+    metrics["ranked"] = ranked
+    _ranked_cells(metrics["linkage"], ranked)
     if engine is None:
         metrics["engine"]["reason"] = engine_absent
     metrics["warnings"] = evaluation_warnings(metrics, settings)
@@ -346,9 +353,44 @@ def evaluate(
     return Evaluation(metrics=metrics, documents=per_document, seconds=metrics["seconds"])
 
 
+def _ranked(
+    index: CorpusIndex, collection: list[tuple[Any, str]], documents: list[Document], per_document: list[dict[str, Any]],
+    settings: EvaluationSettings, progress: bool,
+) -> dict[str, Any]:
+    """The BM25 attack's summary; each document's ranks go to its entry (``ranked``)."""
+    if not settings.ranked:
+        return {"available": False, "reason": "skipped with --no-ranked; run without it to include this check"}
+    from .ranked import ranked_linkage
+
+    ranked = ranked_linkage(collection, documents, index.rules.mask_patterns, progress)
+    for entry, row in zip(per_document, ranked.pop("per_document", [])):
+        entry["ranked"] = row
+    return ranked
+
+
+def _ranked_cells(cells: list[dict[str, Any]], ranked: dict[str, Any]) -> None:
+    """Each (k, arity) cell carries the BM25 figures beside its own (they do not depend on k or arity)."""
+    if not ranked.get("available"):
+        return
+    for cell in cells:
+        for version in ("before", "after"):
+            if version in cell and version in ranked:
+                summary = ranked[version]
+                cell[version]["ranked"] = {name: summary[name] for name in ("top1", "top10", "mean_rank")}
+
+
 def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -> list[str]:
     """What the report states first, in words: linkage the protection leaves, and checks that did not run."""
     warnings = []
+    ranked = metrics.get("ranked", {})
+    ranked_after = ranked.get("after") if ranked.get("available") else None
+    if ranked_after is not None and ranked_after["top1"] >= RANKED_WARNING_TOP1:
+        warnings.append(
+            f"Ranked retrieval finds the source after protection: pasted whole into a search engine (BM25, tantivy), "
+            f"the text ranks its true source first for {100 * ranked_after['top1']:.1f}% of the documents and in the first ten "
+            f"for {100 * ranked_after['top10']:.1f}%. Phrase protection does not prevent this; `delink protect --retrieval K` "
+            "does, at a cost in text (docs/evaluate.md)."
+        )
     semantic = metrics["semantic"]
     after = semantic.get("after") if semantic.get("available") else None
     if after is not None and any(after[name] >= bound for name, bound in SEMANTIC_WARNING.items()):
@@ -363,10 +405,17 @@ def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -
     if disagreements:
         warnings.append(f"tantivy disagrees with our index on {disagreements} decision(s); they are listed under the summary.")
     install = f" {EVALUATE_EXTRA} installs both optional checks."
+    ranked_missing = settings.ranked and not ranked.get("available")
     if not metrics["engine"]["available"]:
         warnings.append(
-            "The independent search engine (tantivy) did not run, so no second engine confirmed the linkage figures: "
+            "The independent search engine (tantivy) did not run, so no second engine confirmed the linkage figures"
+            + (" and ranked retrieval (BM25, the text as the query) was not measured" if ranked_missing else "") + ": "
             + str(metrics["engine"]["reason"]) + ("." + install if settings.adversary else ".")
+        )
+    elif ranked_missing:
+        warnings.append(
+            "Ranked retrieval (BM25, the text as the query) was not measured, so this report says nothing about a search "
+            "box finding the source: " + str(ranked.get("reason")) + "."
         )
     if not semantic.get("available"):
         warnings.append(
@@ -543,4 +592,6 @@ def _document_metrics(entry: dict[str, Any]) -> dict[str, Any]:
         row["utility"] = entry["utility"]
     if "semantic" in entry:
         row["semantic"] = entry["semantic"]
+    if "ranked" in entry:
+        row["ranked"] = entry["ranked"]
     return row

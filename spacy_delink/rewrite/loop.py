@@ -26,6 +26,7 @@ from spacy_llm.pipeline.llm import LLMWrapper
 from ..errors import DelinkError
 from ..linkage.attack import Detection
 from ..llm.tasks.rewrite.task import RESULT_KEY, RewriteTask
+from ..retrieval.defence import RetrievalGuard
 from .masking import mask_ranges, merge_ranges
 
 logger = logging.getLogger("spacy_delink.rewriter")
@@ -43,6 +44,10 @@ class RewriteResult:
     edits: list[dict[str, Any]] = field(default_factory=list)
     #: Spans (their text) the model answered with the mask: left to the mask fallback, not asked again.
     declined: set[str] = field(default_factory=set)
+    #: The source's document number in the index, for the ranked-retrieval step (None: unknown).
+    source_number: Optional[int] = None
+    #: The source's BM25 rank for the output text, once the ranked-retrieval step checked it.
+    retrieval_rank: Optional[int] = None
 
     @property
     def protected(self) -> bool:
@@ -71,7 +76,7 @@ class RewriteResult:
         self.text = "".join(pieces)
 
     def record(self) -> dict[str, Any]:
-        return {
+        record = {
             "text": self.text,
             "protected": self.protected,
             "passes": self.passes,
@@ -79,6 +84,9 @@ class RewriteResult:
             "linkage_risk_before": self.linkage_risk_before,
             "linkage_risk_after": self.detection.linkage_risk,
         }
+        if self.retrieval_rank is not None:
+            record["retrieval_rank"] = self.retrieval_rank
+        return record
 
 
 @dataclass
@@ -105,14 +113,22 @@ class RewriteLoop:
     #: outputs are the same for any number; the compiled searches and covers release the
     #: GIL, so threads overlap them (docs/flagging.md). LLM requests go out together anyway.
     threads: int = 1
+    #: Ranked retrieval (``retrieval.defence``, opt-in): once the phrase rules hold, mask until the
+    #: source ranks at least ``retrieval.rank``; every text then needs its source's number.
+    retrieval: Optional[RetrievalGuard] = None
 
-    def run(self, texts: list[str]) -> list[RewriteResult]:
-        """Protect a batch of texts; the LLM passes send all their requests together."""
+    def run(self, texts: list[str], sources: Optional[list[Optional[int]]] = None) -> list[RewriteResult]:
+        """Protect a batch of texts (``sources``: each one's document number, for ``retrieval``); the LLM passes send all their requests together."""
+        sources = [None] * len(texts) if sources is None else sources
+        if self.retrieval is not None and any(source is None for source in sources):
+            raise DelinkError(f"{self.name}: ranked retrieval needs every text's source (a bug: the caller checks this)")
         # Longest first, so that no thread is left with a long document at the end of a batch.
         longest_first = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         with self._documents_at_once(len(texts)) as each:
             found = dict(zip(longest_first, each(self.detect, [texts[i] for i in longest_first])))
-            results = [RewriteResult(text, text, found[i], found[i].linkage_risk) for i, text in enumerate(texts)]
+            results = [
+                RewriteResult(text, text, found[i], found[i].linkage_risk, source_number=sources[i]) for i, text in enumerate(texts)
+            ]
             llm_passes = self.max_passes if self.llm is not None else 0
             for pass_no in range(1, llm_passes + 1):
                 pending = [r for r in results if not r.protected]
@@ -136,7 +152,27 @@ class RewriteLoop:
 
     def _finish(self, result: RewriteResult) -> None:
         self._mask_until_protected(result)
+        if self.retrieval is not None:
+            self._mask_until_ranked(result, self.retrieval)
         self._verify(result)
+
+    def _mask_until_ranked(self, result: RewriteResult, guard: RetrievalGuard) -> None:
+        """Mask the words the guard chooses until the source ranks >= K, the phrase rules holding after each pass.
+
+        Masking for the ranking can change what the phrase rules find (other candidates for
+        combinations), and masking for the rules changes the query: so the two alternate
+        until both hold. Each retrieval pass masks at least one word the text still holds,
+        so this ends.
+        """
+        assert result.source_number is not None
+        while True:
+            ranges = guard.ranges(result.text, result.source_number)
+            if not ranges:
+                break
+            result.apply([(s, e, self.mask) for s, e in merge_ranges(ranges)], "retrieval")
+            result.detection = self.detect(result.text)
+            self._mask_until_protected(result)
+        result.retrieval_rank = guard.rank_of(result.text, result.source_number)
 
     def _mask_until_protected(self, result: RewriteResult) -> None:
         """Mask what the flagging strategy chooses (``linkage.cover``), pass after pass.
@@ -227,3 +263,8 @@ class RewriteLoop:
         """SPEC §7 on exactly the text returned (a detection of an older text would not do)."""
         if result.detection.text != result.text or not result.detection.protected:
             raise DelinkError(f"{self.name}: output failed the protection check (docs/linkage-rules.md §7) after {result.passes} passes (a bug; please report)")
+        if self.retrieval is not None:
+            assert result.source_number is not None
+            rank = self.retrieval.rank_of(result.text, result.source_number)
+            if rank < self.retrieval.rank or rank != result.retrieval_rank:
+                raise DelinkError(f"{self.name}: output ranks its source {rank}-th under BM25, not >= {self.retrieval.rank} (a bug; please report)")

@@ -50,6 +50,7 @@ from ..io import (
     refuse_same_file,
 )
 from ..linkage.index.shards import Runner
+from ..retrieval.defence import retrieval_settings
 from ..progress import Progress
 
 #: The record field that says under what a text was protected.
@@ -114,6 +115,7 @@ def load_rewriter(
     config_overrides: Optional[dict[str, Any]] = None,
     threads: Optional[int] = None,
     readings: Optional[Sequence[str]] = None,
+    retrieval: int = 0,
 ) -> DelinkRewriter:
     """The rewriter from a spaCy config (its ``delink_rewriter`` component) or the Mask default.
 
@@ -133,6 +135,8 @@ def load_rewriter(
         settings["threads"] = threads
     if readings is not None:
         settings["readings"] = list(readings)
+    if retrieval:
+        settings["retrieval"] = retrieval
     config_overrides = config_overrides or {}
     if config is None:
         if config_overrides:
@@ -208,6 +212,7 @@ def protection_settings(rewriter: DelinkRewriter) -> dict[str, Any]:
         "arity": rewriter.arity,
         "readings": list(rewriter.readings),
         "flagging": rewriter.flagging,
+        **({"retrieval": retrieval_settings(rewriter.retrieval)} if rewriter.retrieval else {}),
     }
 
 
@@ -322,7 +327,7 @@ def journal_path(output: Path) -> Path:
 
 
 def read_done(
-    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str], bool],
+    output: Path, expected: dict[str, Any], scan: InputScan, still_protected: Callable[[str, DocId], bool],
     id_field: str = "id", text_field: str = "text",
 ) -> Resumed:
     """The records of ``output`` this run keeps, verified, and those it redoes; any other record is refused.
@@ -373,7 +378,7 @@ def read_done(
         names, carried = scan.carried[doc_id]
         if record.get(INPUT_DIGEST) != scan.digests[doc_id] or _carried_digest({key: record.get(key) for key in names}, text_field) != carried:
             resumed.redo[doc_id] = "input_changed"
-        elif not still_protected(record[text_field]):
+        elif not still_protected(record[text_field], doc_id):
             resumed.redo[doc_id] = "not_protected"
         else:
             resumed.done.add(doc_id)
@@ -400,25 +405,26 @@ class RewriterSpec:
     overrides: str = "{}"
     threads: Optional[int] = None
     readings: Optional[tuple[str, ...]] = None
+    retrieval: int = 0
 
     @classmethod
     def of(
         cls, index: Path, k: int, arity: int, config: Optional[Path], key_file: Optional[Path], require_llm: bool,
         flagging: Optional[str], overrides: dict[str, Any], threads: Optional[int] = None,
-        readings: Optional[Sequence[str]] = None,
+        readings: Optional[Sequence[str]] = None, retrieval: int = 0,
     ) -> "RewriterSpec":
         """The spec of ``load_rewriter``'s arguments, with paths made absolute for the workers."""
         return cls(
             str(index.absolute()), k, arity, str(config.absolute()) if config is not None and config.is_file() else (str(config) if config else None),
             str(key_file.absolute()) if key_file else None, require_llm, flagging, json.dumps(overrides, sort_keys=True), threads,
-            tuple(readings) if readings is not None else None,
+            tuple(readings) if readings is not None else None, retrieval,
         )
 
     def load(self) -> DelinkRewriter:
         return load_rewriter(
             Path(self.index), self.k, self.arity, Path(self.config) if self.config else None,
             Path(self.key_file) if self.key_file else None, require_llm=self.require_llm, flagging=self.flagging,
-            config_overrides=json.loads(self.overrides), threads=self.threads, readings=self.readings,
+            config_overrides=json.loads(self.overrides), threads=self.threads, readings=self.readings, retrieval=self.retrieval,
         )
 
 
@@ -444,7 +450,8 @@ def protected_records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], se
     """
     _check_same_index(rewriter, settings)
     records = []
-    for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch])):
+    sources = [doc_id for doc_id, _ in batch] if rewriter.retrieval else None  # ranked retrieval: the id names the source
+    for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch], sources)):
         record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings, INPUT_DIGEST: rewriter.index.input_digest(doc_id, text)}
         record["edits"] = rewriter.published_edits(result.edits)  # no source phrase in the output by default
         records.append(record)

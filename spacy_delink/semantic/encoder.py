@@ -104,12 +104,16 @@ class DocumentEncoder:
             )
 
     def encode(self, texts: Sequence[str], progress: bool = False, desc: str = "embeddings") -> np.ndarray:
-        """One float32 unit vector per text, in the order given (batched by length to pad little)."""
+        """One float32 unit vector per text, in the order given: the mean of all its token vectors, every window's."""
+        return self.encode_windows(texts, progress, desc).document_vectors(len(texts))
+
+    def encode_windows(self, texts: Sequence[str], progress: bool = False, desc: str = "embeddings") -> "Windows":
+        """Every window of ``max_length`` sub-word tokens of every text (batched by length to pad little)."""
         import torch
 
-        width = self.info.dimensions
-        sums = np.zeros((len(texts), width), dtype=np.float64)
-        counts = np.zeros(len(texts), dtype=np.float64)
+        all_sums: list[np.ndarray] = []
+        all_tokens: list[np.ndarray] = []
+        all_owners: list[np.ndarray] = []
         order = np.argsort([len(text) for text in texts], kind="stable")
         step = max(1, self.batch_size // 4)  # a long text yields several windows per batch
         for start in track(range(0, len(order), step), desc, "batches", enabled=progress):
@@ -131,10 +135,34 @@ class DocumentEncoder:
                 with torch.inference_mode():
                     hidden = self.model(**inputs).last_hidden_state.numpy()
                 mask = inputs["attention_mask"].numpy().astype(np.float64)
-                window_sums = np.einsum("rtd,rt->rd", hidden.astype(np.float64), mask)
-                targets = np.asarray([batch[s] for s in samples[rows]])
-                np.add.at(sums, targets, window_sums)
-                np.add.at(counts, targets, mask.sum(axis=1))
-        vectors = sums / np.maximum(counts, 1.0)[:, None]
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+                all_sums.append(np.einsum("rtd,rt->rd", hidden.astype(np.float64), mask))
+                all_tokens.append(mask.sum(axis=1))
+                all_owners.append(np.asarray([batch[s] for s in samples[rows]], dtype=np.int64))
+        if not all_sums:
+            return Windows(np.zeros((0, self.info.dimensions)), np.zeros(0), np.zeros(0, dtype=np.int64))
+        return Windows(np.concatenate(all_sums), np.concatenate(all_tokens), np.concatenate(all_owners))
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+@dataclass
+class Windows:
+    """The windows of several texts: each one's summed token vectors, its token count and the text it belongs to."""
+
+    sums: np.ndarray
+    tokens: np.ndarray
+    owners: np.ndarray
+
+    def unit_vectors(self) -> np.ndarray:
+        """Each window as a unit vector (its mean token vector, normalized)."""
+        return _unit(self.sums / np.maximum(self.tokens, 1.0)[:, None])
+
+    def document_vectors(self, count: int) -> np.ndarray:
+        """Each of ``count`` texts as one unit vector: the mean of all its token vectors, every window's."""
+        sums = np.zeros((count, self.sums.shape[1]), dtype=np.float64)
+        np.add.at(sums, self.owners, self.sums)
+        tokens = np.bincount(self.owners, weights=self.tokens, minlength=count)
+        return _unit(sums / np.maximum(tokens, 1.0)[:, None])
