@@ -6,7 +6,7 @@ import json
 import os
 import sys
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,14 @@ from spacy_delink import assess_texts, protect_texts
 from spacy_delink.errors import InputError
 from spacy_delink.evaluate.assess import assess_file
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.tokenize import LinkageRules
 from spacy_delink.rewrite.protect import load_rewriter, protect_file
 from spacy_delink.serve.app import create_app
 from spacy_delink.serve.auth import ApiKey, is_loopback, load_api_key
 from spacy_delink.serve.limits import Admission, ApiError
-from spacy_delink.serve.service import Service
+from spacy_delink.serve import service as service_module
+from spacy_delink.serve.service import Rewriters, Service
 from spacy_delink.serve.settings import ServeSettings
 from spacy_delink.serve.warmup import CORPUS, TEXT
 
@@ -38,6 +40,8 @@ ORIGINALS = [
 ]
 TEXTS = ["The farmer keeps bees near the lake. He sold cakes in [LOCATION].", "Nothing of this was indexed.", ""]
 KEY = "k" * 16 + "-a-long-enough-key"
+#: Bound of every wait here: each stops after this many seconds whatever happens.
+WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +247,52 @@ def test_the_warm_up_text_links_at_every_arity(tmp_path: Path) -> None:
         record = assess_texts(CorpusIndex(tmp_path / "index"), [TEXT], k=2, arity=arity)[0]
         assert record["ngrams"] and record["anonymity"] == 1
         assert bool(record["combinations"]) is (arity > 1)
+
+
+def test_every_answer_comes_from_the_index_as_updated(tmp_path: Path) -> None:
+    """`delink index --update` under a running server: assess and protect both answer from the new index (issue 35.2)."""
+    path = tmp_path / "index"
+    IndexBuilder(LinkageRules(), progress=False, updatable=True).build(iter(ORIGINALS), path)
+    text = "The potter Zorblatt restored a watermill at Kobarid."
+    service = Service(ServeSettings(index=path, workers=1))
+    service.ready = True
+    try:
+        with TestClient(create_app(service)) as client:
+            for endpoint in ("assess", "protect"):  # both open the index first
+                assert client.post(f"/v1/{endpoint}", json={"text": text}).status_code == 200
+            assert not client.post("/v1/assess", json={"text": text}).json()["records"][0]["ngrams"]
+            update_index(path, [("e", "The potter Zorblatt restored a watermill at Kobarid in 1997.")])
+            assessed = client.post("/v1/assess", json={"text": text}).json()["records"][0]
+            assert assessed["ngrams"] and assessed == assess_texts(CorpusIndex(path), [text], k=2, arity=3)[0]
+            protected = client.post("/v1/protect", json={"text": text}).json()["records"][0]
+            assert protected["protected"] and protected["text"] != text
+            assert service.index.documents == len(ORIGINALS) + 1
+    finally:
+        service.close()
+
+
+def test_a_new_setting_loads_its_rewriter_without_holding_up_the_others(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request at a new (k, arity) loads a rewriter (tenths of a second); requests at loaded settings must not wait for it."""
+    loading, release = threading.Event(), threading.Event()
+    loads: list[tuple[int, int]] = []
+    real = service_module.load_rewriter
+
+    def slow_load(path: Path, k: int, arity: int, *args: Any, **kwargs: Any) -> Any:
+        loads.append((k, arity))
+        if k == 5:
+            loading.set()
+            release.wait(WAIT_S)
+        return real(path, k, arity, *args, **kwargs)
+
+    monkeypatch.setattr(service_module, "load_rewriter", slow_load)
+    rewriters = Rewriters(ServeSettings(index=index))
+    loaded = rewriters.get(2, 3)
+    with ThreadPoolExecutor(3) as pool:
+        new = [pool.submit(rewriters.get, 5, 3) for _ in range(2)]
+        assert loading.wait(WAIT_S)
+        try:
+            assert pool.submit(rewriters.get, 2, 3).result(timeout=WAIT_S) is loaded  # not behind the load of (5, 3)
+        finally:
+            release.set()
+        first, second = (future.result(timeout=WAIT_S) for future in new)
+    assert first is second and loads == [(2, 3), (5, 3)]  # two requests for (5, 3), one load

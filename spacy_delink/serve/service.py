@@ -33,6 +33,7 @@ import orjson
 from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
 from ..corpus import DocId
+from ..linkage.index import CorpusIndex
 from ..rewrite.protect import load_rewriter
 from .limits import Admission
 from .metrics import ServeMetrics
@@ -61,28 +62,53 @@ def answer_body(records: Records) -> bytes:
 
 
 class Rewriters:
-    """The rewriter of each (k, arity), loaded on first use: one thread each, no LLM answer cache."""
+    """The rewriter of each (k, arity), loaded on first use: one thread each, no LLM answer cache.
+
+    Loading one takes a few tenths of a second (a spaCy pipeline, its config): it runs under
+    a lock of its own (k, arity), so two requests for a new setting load it once, and
+    requests at settings already loaded never wait behind it.
+    """
 
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         self._loaded: OrderedDict[tuple[int, int], DelinkRewriter] = OrderedDict()
-        self._lock = threading.Lock()
+        self._loading: dict[tuple[int, int], threading.Lock] = {}
+        self._lock = threading.Lock()  # guards the two dicts only, never held while loading
 
     def get(self, k: int, arity: int) -> DelinkRewriter:
+        key = (k, arity)
         with self._lock:
-            rewriter = self._loaded.get((k, arity))
+            rewriter = self._loaded.get(key)
+            if rewriter is not None:
+                self._loaded.move_to_end(key)
+                return rewriter
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                rewriter = self._loaded.get(key)  # loaded by the request this one waited for
             if rewriter is None:
-                settings = self.settings
-                rewriter = load_rewriter(
-                    settings.index, k, arity, settings.config, settings.key_file, flagging=settings.flagging,
-                    config_overrides=settings.config_overrides, threads=1, readings=settings.readings,
-                )
-                rewriter.cache_dir = None  # read when its LLM wrapper is built, on the first LLM pass
-                self._loaded[(k, arity)] = rewriter
+                try:
+                    rewriter = self._load(k, arity)
+                except BaseException:
+                    with self._lock:
+                        self._loading.pop(key, None)
+                    raise
+            with self._lock:  # in place and no longer loading at once: a later request finds it
+                self._loaded[key] = rewriter
+                self._loaded.move_to_end(key)
                 while len(self._loaded) > LOADED_REWRITERS:
                     self._loaded.popitem(last=False)
-            self._loaded.move_to_end((k, arity))
-            return rewriter
+                self._loading.pop(key, None)
+        return rewriter
+
+    def _load(self, k: int, arity: int) -> DelinkRewriter:
+        settings = self.settings
+        rewriter = load_rewriter(
+            settings.index, k, arity, settings.config, settings.key_file, flagging=settings.flagging,
+            config_overrides=settings.config_overrides, threads=1, readings=settings.readings,
+        )
+        rewriter.cache_dir = None  # read when its LLM wrapper is built, on the first LLM pass
+        return rewriter
 
 
 @dataclass
@@ -168,9 +194,10 @@ class Service:
         self.settings = settings
         self.metrics = metrics or ServeMetrics()
         self.rewriters = Rewriters(settings)
-        enforced = self.rewriters.get(settings.k, settings.arity)  # opens the index and key: a bad one stops the start
-        self.index = enforced.index
-        self.uses_llm = enforced.uses_llm
+        #: The rewriter at the server's settings, kept apart from the least-recently-used ones: its ``index`` is the
+        #: one assess answers from. Loading it opens the index and its key, so a bad one stops the start.
+        self._enforced = self.rewriters.get(settings.k, settings.arity)
+        self.uses_llm = self._enforced.uses_llm
         self.admission = Admission(settings.capacity, settings.worker_count)
         self.metrics.in_progress.set_function(lambda: self.admission.inside)
         self.pool = ThreadPoolExecutor(
@@ -179,6 +206,13 @@ class Service:
         self.llm_batches = LlmBatches(self.rewriters, settings.llm_batch_size, self.metrics, self._protected) if self.uses_llm else None
         self.ready = False
         self.index.warn_if_k_exceeds_collection(settings.k)
+
+    @property
+    def index(self) -> CorpusIndex:
+        """The index as it is on disk now, as every rewriter sees it: the components' own ``index`` opens it again
+        once `delink index --update` or `delink compact` has replaced its manifest, so assess never answers from
+        an index that protect has moved past."""
+        return self._enforced.index
 
     def assess(self, documents: Documents, k: int, arity: int) -> Future[bytes]:
         """The answer to an assess request: its records as a JSON body."""
