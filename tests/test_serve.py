@@ -33,6 +33,8 @@ SAMPLES = ROOT / "samples"
 MARKER = "Zorblatt Quuxington"  # a name no log line may ever show
 #: Bounds of every waiting loop here: each stops after this many seconds whatever happens.
 WAIT_S = 60.0
+#: What a work request's body must be declared as (`json=` sets it; a raw `content=` body says it here).
+JSON = {"Content-Type": "application/json"}
 
 
 def run_cli(*args: Any) -> subprocess.CompletedProcess[str]:
@@ -204,7 +206,7 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize("endpoint", ["assess", "protect"])
 @pytest.mark.parametrize("body, status, code", BAD_REQUESTS)
 def test_bad_requests_get_json_errors(client: httpx.Client, endpoint: str, body: bytes, status: int, code: str) -> None:
-    assert_error(client.post(f"/v1/{endpoint}", content=body), status, code)
+    assert_error(client.post(f"/v1/{endpoint}", content=body, headers=JSON), status, code)
 
 
 def test_messages_say_what_is_wrong(client: httpx.Client) -> None:
@@ -212,7 +214,7 @@ def test_messages_say_what_is_wrong(client: httpx.Client) -> None:
     assert "k >= 2, arity >= 3" in weaker["error"]["message"]
     duplicate = assert_error(client.post("/v1/assess", json={"documents": [{"id": 7, "text": "x"}, {"id": 7, "text": "y"}]}), 422, "invalid_request")
     assert "duplicate document id 7" in duplicate["error"]["message"]
-    surrogate = assert_error(client.post("/v1/protect", content=b'{"texts": ["ok", "bad \\udc00"]}'), 400, "invalid_json")
+    surrogate = assert_error(client.post("/v1/protect", content=b'{"texts": ["ok", "bad \\udc00"]}', headers=JSON), 400, "invalid_json")
     assert "surrogate" in surrogate["error"]["message"]
 
 
@@ -225,7 +227,7 @@ def test_unknown_paths_and_methods(client: httpx.Client) -> None:
 def test_body_declared_too_large_is_refused_before_reading(client: httpx.Client, server: ServeProcess) -> None:
     """The 413 comes back although not one byte of the 9 MiB announced was sent."""
     with socket.create_connection(address(server), timeout=WAIT_S) as raw:
-        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
+        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
         head, body = read_response(raw)
     assert head.startswith(b"HTTP/1.1 413 ") and json.loads(body)["error"]["code"] == "body_too_large"
     assert client.get("/healthz").status_code == 200
@@ -281,7 +283,7 @@ def test_page_and_its_files_are_served_from_the_package(client: httpx.Client) ->
 def test_a_client_leaving_mid_body_is_counted_and_the_server_goes_on(client: httpx.Client, server: ServeProcess) -> None:
     before = metrics(client).get(("delink_requests_abandoned_total", (("stage", "body"),)), 0.0)
     with socket.create_connection(address(server), timeout=10) as raw:
-        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"texts\": [\"half")
+        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"texts\": [\"half")
     wait_until(lambda: metrics(client).get(("delink_requests_abandoned_total", (("stage", "body"),)), 0.0) == before + 1, "the abandoned body")
     assert client.post("/v1/assess", json={"text": "still answering"}).status_code == 200
     assert metrics(client)[("delink_requests_in_progress", ())] == 0
@@ -304,7 +306,7 @@ def test_texts_never_reach_the_log(client: httpx.Client, server: ServeProcess) -
     assert client.post("/v1/assess", json={"documents": [{"id": "logged-id", "text": text}]}).status_code == 200
     assert client.post("/v1/protect", json={"texts": [text]}).status_code == 200
     assert client.post("/v1/assess", json={"texts": [text], "k": 1}).status_code == 422
-    assert client.post("/v1/assess", content=f'{{"texts": ["{MARKER}"'.encode()).status_code == 400
+    assert client.post("/v1/assess", content=f'{{"texts": ["{MARKER}"'.encode(), headers=JSON).status_code == 400
     wait_until(lambda: server.output().count(" 400: ") >= 1, "the log line of the last request")
     log = server.output()
     assert MARKER not in log and "Zorblatt" not in log
@@ -352,7 +354,7 @@ def test_limits(guarded: ServeProcess) -> None:
         assert_error(http.post("/v1/assess", json={"texts": ["a", "b", "c"]}), 413, "too_many_texts")
         long = assert_error(http.post("/v1/assess", json={"texts": ["fine", "x" * 301]}), 413, "text_too_long")
         assert "texts[1] has 301 characters" in long["error"]["message"]
-        assert_error(http.post("/v1/assess", content=json.dumps({"text": "y" * 5000}).encode()), 413, "body_too_large")
+        assert_error(http.post("/v1/assess", content=json.dumps({"text": "y" * 5000}).encode(), headers=JSON), 413, "body_too_large")
 
         def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is found while reading
             yield b'{"text": "'
@@ -360,7 +362,7 @@ def test_limits(guarded: ServeProcess) -> None:
                 yield b"z" * 1000
             yield b'"}'
 
-        assert_error(http.post("/v1/assess", content=chunks()), 413, "body_too_large")
+        assert_error(http.post("/v1/assess", content=chunks(), headers=JSON), 413, "body_too_large")
         assert http.post("/v1/assess", json={"texts": ["x" * 300, "fine"]}).status_code == 200
 
 
@@ -435,7 +437,7 @@ def llm_settings(fake: FakeOpenAI) -> list[str]:
 
 @pytest.fixture(scope="module")
 def llm_server(index: Path, workdir: Path, fake_llm: FakeOpenAI) -> Iterator[ServeProcess]:
-    args = [*llm_settings(fake_llm), "--workers", "1", "--queue", "3"]  # 4 requests at most
+    args = [*llm_settings(fake_llm), "--workers", "1", "--queue", "3", "--max-per-client", "4"]  # 4 requests at most, all from this test
     with ServeProcess(index, *args, log=workdir / "llm.log") as process:
         yield process
 
@@ -500,7 +502,7 @@ def test_a_client_leaving_while_its_job_waits(llm_server: ServeProcess, fake_llm
             body = json.dumps({"text": SHORT_TEXTS[1]}).encode()
             with socket.create_connection(address(llm_server), timeout=10) as raw:
                 raw.sendall(
-                    b"POST /v1/protect HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                    b"POST /v1/protect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
                 )
                 wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 1, "the request in the server")
