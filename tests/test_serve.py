@@ -233,6 +233,32 @@ def test_body_declared_too_large_is_refused_before_reading(client: httpx.Client,
     assert client.get("/healthz").status_code == 200
 
 
+def test_what_uvicorn_refuses_itself_has_the_one_error_shape(server: ServeProcess) -> None:
+    """A Content-Length that is not a number never reaches the application: uvicorn answered it in plain text (issue 35.8)."""
+    for length in (b"abc", b"-1", b"1, 2"):
+        with socket.create_connection(address(server), timeout=WAIT_S) as raw:
+            raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " + length + b"\r\n\r\n{}")
+            head, body = read_response(raw)
+        assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower(), head
+        assert json.loads(body)["error"]["code"] == "invalid_http"
+
+
+def test_head_is_get_without_a_body_and_foreign_hosts_are_refused(server: ServeProcess) -> None:
+    with socket.create_connection(address(server), timeout=WAIT_S) as raw:
+        raw.sendall(b"HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := raw.recv(65536):
+            received += chunk
+    head, _, rest = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"text/html" in head and rest == b"", received[:300]
+    with httpx.Client(base_url=server.url, timeout=WAIT_S) as http:
+        for path in ("/v1/settings", "/"):
+            assert_error(http.get(path, headers={"Host": "rebind.attacker.example"}), 400, "invalid_host")
+        assert_error(http.post("/v1/assess", json={"text": "a"}, headers={"Host": "rebind.attacker.example:8080"}), 400, "invalid_host")
+        assert_error(http.post("/v1/assess", content=b'{"text": "a"}', headers={"Content-Type": "text/plain"}), 415, "unsupported_media_type")
+        assert_error(http.post("/v1/assess/", json={"text": "a"}), 404, "not_found")
+
+
 def test_metrics_count_requests_documents_and_linkable_share(client: httpx.Client, documents: list[dict[str, Any]]) -> None:
     before = metrics(client)
     texts = [d["text"] for d in documents[:3]] + ["Nothing here occurs in the collection at all, zyxw."]
@@ -378,6 +404,10 @@ def test_limits(guarded: ServeProcess) -> None:
         (["--max-texts", "0"], {}, "--max-texts must be at least 1"),
         (["--cors-origin", "example.org"], {}, "--cors-origin"),
         (["--config", "nope.cfg"], {}, "config nope.cfg not found"),
+        ([], {"DELINK_API_KEY": "ключ-ключ-ключ-ключ"}, "not visible ASCII"),
+        (["--body-timeout", "0"], {}, "--body-timeout must be a positive number"),
+        (["--max-per-client", "0"], {}, "--max-per-client must be"),
+        (["--allowed-host", "a*b"], {}, "--allowed-host"),
     ],
 )
 def test_bad_settings_stop_the_start_with_one_line(index: Path, tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
@@ -399,6 +429,45 @@ def test_a_missing_index_stops_the_start(tmp_path: Path) -> None:
 
 def _environ_without_keys() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.startswith("DELINK_API_KEY")}
+
+
+# -- slow bodies -----------------------------------------------------------------------------
+
+
+def trickle(server: ServeProcess, source: str) -> socket.socket:
+    """A connection from ``source`` (a loopback address) that sends a request's head and the first byte of its body, then nothing."""
+    raw = socket.socket()
+    raw.settimeout(WAIT_S)
+    raw.bind((source, 0))
+    raw.connect(address(server))
+    raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    return raw
+
+
+def test_slow_bodies_from_one_client_neither_hold_every_place_nor_hold_them_long(index: Path, workdir: Path) -> None:
+    """Clients trickling their bodies held every place, and everyone else got 429 with Retry-After: 1 (issue 35.4).
+    Now one address holds at most half the places, each until its body timeout (then 408, connection closed)."""
+    args = ["--workers", "1", "--queue", "3", "--body-timeout", "10"]  # 4 places, 2 per client address
+    with ServeProcess(index, *args, log=workdir / "slow.log") as process, httpx.Client(base_url=process.url, timeout=WAIT_S) as http:
+        slow = [trickle(process, "127.0.0.2") for _ in range(2)]
+        try:
+            wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 2, "the two slow bodies admitted")
+            with trickle(process, "127.0.0.2") as third:
+                head, body = read_response(third)
+            assert head.startswith(b"HTTP/1.1 429 ") and json.loads(body)["error"]["code"] == "too_many_from_client"
+            retry_after = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"retry-after:")))
+            assert 1 <= retry_after <= 10  # the first slow body's deadline, not a guess
+            answered = http.post("/v1/assess", json={"text": "The farmer keeps bees near the river."})  # another address: 127.0.0.1
+            assert answered.status_code == 200, answered.text
+            for raw in slow:
+                head, body = read_response(raw)
+                assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower()
+                assert json.loads(body)["error"]["code"] == "body_timeout"
+                assert raw.recv(1) == b""  # the server closed the connection
+        finally:
+            for raw in slow:
+                raw.close()
+        wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 0, "every place given back")
 
 
 # -- deadline --------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ class Service:
         #: one assess answers from. Loading it opens the index and its key, so a bad one stops the start.
         self._enforced = self.rewriters.get(settings.k, settings.arity)
         self.uses_llm = self._enforced.uses_llm
-        self.admission = Admission(settings.capacity, settings.worker_count)
+        self.admission = Admission(settings.capacity, settings.worker_count, settings.per_client)
         self.metrics.in_progress.set_function(lambda: self.admission.inside)
         self.pool = ThreadPoolExecutor(
             settings.worker_count, thread_name_prefix="delink-serve", initializer=lower_thread_priority, initargs=(settings.worker_nice,)
