@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 import httpx
+import orjson
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -25,6 +26,7 @@ from spacy_delink.evaluate.assess import assess_file
 from spacy_delink.linkage.index import STRICT_PERMISSIONS_ENV, CorpusIndex, IndexBuilder, KeyPermissionWarning
 from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.tokenize import LinkageRules
+from spacy_delink.memory import MAX_CHARS_ENV
 from spacy_delink.rewrite.protect import load_rewriter, protect_file
 from spacy_delink.serve.app import create_app
 from spacy_delink.serve.auth import ApiKey, is_loopback, load_api_key
@@ -471,3 +473,53 @@ def test_retry_after_counts_bodies_still_arriving() -> None:
     assert 25 <= (refused.value.retry_after or 0) <= 30
     job.set_result(b"")
     tickets[1].close()
+
+
+# -- memory per request and per document (issue 35.5) ----------------------------------------------
+
+
+def test_protect_holds_one_documents_detection_at_a_time_and_gives_memory_back(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch holds every document's detection until its last one is done: 40 long texts took the server from
+    1 to 3.5 GB. The server protects one document at a time, the same records, and returns freed memory."""
+    batches: list[int] = []
+    given_back: list[bool] = []
+    real = service_module.protect_documents
+
+    def counted(rewriter: Any, documents: list[tuple[Any, str]]) -> list[dict[str, Any]]:
+        batches.append(len(documents))
+        return real(rewriter, documents)
+
+    monkeypatch.setattr(service_module, "protect_documents", counted)
+    monkeypatch.setattr(service_module, "give_back", lambda: given_back.append(True))
+    long_texts = [" ".join([TEXTS[0]] * 2000)] * 3  # 3 x 130,000 characters
+    service = Service(ServeSettings(index=index, workers=1))
+    try:
+        answered = orjson.loads(service.protect(list(enumerate(TEXTS)), 2, 3).result(timeout=WAIT_S))["records"]
+        assert batches == [1, 1, 1] and not given_back  # short texts: nothing worth giving back
+        assert answered == protect_texts(index, TEXTS, k=2, arity=3)
+        batches.clear()
+        service.protect(list(enumerate(long_texts)), 2, 3).result(timeout=WAIT_S)
+        assert batches == [1, 1, 1] and given_back == [True]
+        service.assess(list(enumerate(long_texts)), 2, 3).result(timeout=WAIT_S)
+        assert given_back == [True, True]
+    finally:
+        service.close()
+
+
+def test_a_document_over_the_memory_bound_is_refused_with_one_line(index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`delink protect` on a 10 MB line peaked at 6.6 GB; beyond ``max_document_chars`` it is refused before any work."""
+    monkeypatch.setenv(MAX_CHARS_ENV, "100")
+    inputs = _jsonl(tmp_path / "in.jsonl", ["short enough", "x" * 101, "also short"])
+    with pytest.raises(InputError) as refused:
+        protect_file(load_rewriter(index, 2, 3, None, None), inputs, tmp_path / "out.jsonl", progress=False)
+    message = str(refused.value)
+    assert message.startswith(f"{inputs}:2: the text has 101 characters, over the 100") and MAX_CHARS_ENV in message and "\n" not in message
+    assert not (tmp_path / "out.jsonl").exists()
+    summary = protect_file(load_rewriter(index, 2, 3, None, None), inputs, tmp_path / "out.jsonl", skip_invalid=True, progress=False)
+    assert summary.skipped_lines == [2] and [r["id"] for r in _read(tmp_path / "out.jsonl")] == [0, 2]
+    with pytest.raises(InputError, match="--max-chars 200,000 is over the 100 characters"):
+        ServeSettings(index=index)  # the server's per-text limit stays within the bound
+    assert ServeSettings(index=index, max_chars=100).max_chars == 100
+    monkeypatch.setenv(MAX_CHARS_ENV, "a lot")
+    with pytest.raises(InputError, match=MAX_CHARS_ENV):
+        ServeSettings(index=index)

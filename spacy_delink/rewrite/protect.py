@@ -53,6 +53,7 @@ from ..io import (
     refuse_same_file,
 )
 from ..linkage.index.shards import Runner
+from ..memory import check_document_size
 from ..progress import Progress
 
 #: The record field that says under what a text was protected.
@@ -229,6 +230,7 @@ def _documents(input_path: JsonlSource, skip_invalid: bool, stats: JsonlStats) -
                     f"{where}: the text holds {broken}, which is not Unicode text (a broken \\u escape); "
                     "fix the line or pass --skip-invalid"
                 )
+            check_document_size(text, where)
         except InputError:
             if not skip_invalid:
                 raise

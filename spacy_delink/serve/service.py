@@ -34,6 +34,7 @@ from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
 from ..corpus import DocId
 from ..linkage.index import CorpusIndex
+from ..memory import give_back
 from ..rewrite.protect import load_rewriter
 from .limits import Admission
 from .metrics import ServeMetrics
@@ -41,6 +42,8 @@ from .settings import ServeSettings
 
 logger = logging.getLogger("spacy_delink.serve")
 
+#: Characters of a job after which its freed memory is given back (shorter jobs free too little to matter).
+GIVE_BACK_AFTER_CHARS = 100_000
 #: Rewriters kept loaded, one per (k, arity) that requests asked for, least recently used dropped first.
 LOADED_REWRITERS = 8
 Documents = list[tuple[DocId, str]]
@@ -53,6 +56,13 @@ def lower_thread_priority(steps: int) -> None:
     if steps and sys.platform == "linux":
         thread = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
+
+
+def _give_back_after(documents: Documents) -> None:
+    """After a job with long texts, the memory its detections freed goes back to the system (``memory.give_back``):
+    glibc would keep it in the worker thread's arena, and the server's resident size would stay at its peak."""
+    if sum(len(text) for _, text in documents) >= GIVE_BACK_AFTER_CHARS:
+        give_back()
 
 
 def answer_body(records: Records) -> bytes:
@@ -162,15 +172,18 @@ class LlmBatches:
                 self._protect(batch)
 
     def _protect(self, batch: list[_Waiting]) -> None:
+        documents = [document for job in batch for document in job.documents]
         try:
             rewriter = self.rewriters.get(batch[0].k, batch[0].arity)
             calls, failures = rewriter.llm_calls(), rewriter.failures()
-            records = protect_documents(rewriter, [document for job in batch for document in job.documents])
+            records = protect_documents(rewriter, documents)
             self.metrics.llm(rewriter.llm_calls() - calls, rewriter.failures() - failures)
         except BaseException as err:  # every job of the batch gets the error; the thread goes on
             for job in batch:
                 job.future.set_exception(err)
             return
+        finally:
+            _give_back_after(documents)
         start = 0
         for job in batch:
             job.future.set_result(self.answer(records[start : start + len(job.documents)]))
@@ -225,12 +238,21 @@ class Service:
         return self.pool.submit(self._protect, documents, k, arity)
 
     def _assess(self, documents: Documents, k: int, arity: int) -> bytes:
-        records = assess_documents(self.index, documents, k, arity, self.settings.max_combinations, self.settings.readings)
-        self.metrics.records("assess", records)
-        return answer_body(records)
+        try:
+            records = assess_documents(self.index, documents, k, arity, self.settings.max_combinations, self.settings.readings)
+            self.metrics.records("assess", records)
+            return answer_body(records)
+        finally:
+            _give_back_after(documents)
 
     def _protect(self, documents: Documents, k: int, arity: int) -> bytes:
-        return self._protected(protect_documents(self.rewriters.get(k, arity), documents))
+        """One document at a time: a batch would hold every document's detection (about 160 bytes per character
+        each) until its last document is done, so a request's memory would grow with its documents, not its longest."""
+        rewriter = self.rewriters.get(k, arity)
+        try:
+            return self._protected([record for document in documents for record in protect_documents(rewriter, [document])])
+        finally:
+            _give_back_after(documents)
 
     def _protected(self, records: Records) -> bytes:
         self.metrics.records("protect", records)

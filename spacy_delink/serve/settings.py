@@ -17,6 +17,7 @@ from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.cover import check_strategy
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
+from ..memory import MAX_CHARS_ENV, max_document_chars
 from .auth import LOOPBACK_HOSTS, ApiKey, is_loopback
 
 #: Requests that may wait per worker unless ``--queue`` says otherwise: a burst of clients waits, a flood is refused.
@@ -101,6 +102,11 @@ class ServeSettings:
         for name, seconds in (("--deadline", self.deadline), ("--body-timeout", self.body_timeout)):
             if not 0 < seconds < float("inf"):
                 raise InputError(f"{name} must be a positive number of seconds, got {seconds}")
+        if self.max_chars > max_document_chars():
+            raise InputError(
+                f"--max-chars {self.max_chars:,} is over the {max_document_chars():,} characters a document may have "
+                f"(its memory; ${MAX_CHARS_ENV} raises it, docs/serve.md)"
+            )
         if self.max_per_client is not None and not 1 <= self.max_per_client <= self.capacity:
             raise InputError(f"--max-per-client must be 1-{self.capacity} (the places: --workers + --queue), got {self.max_per_client}")
         for pattern in self.allowed_hosts:
