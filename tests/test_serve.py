@@ -121,8 +121,9 @@ def cli_records(index: Path, workdir: Path) -> dict[str, dict[str, dict[str, Any
 
 @pytest.fixture(scope="module")
 def server(index: Path, workdir: Path) -> Iterator[ServeProcess]:
-    """The defaults: no key (loopback only), k >= 2, arity >= 3, the Mask model."""
-    with ServeProcess(index, log=workdir / "default.log") as process:
+    """The defaults: no key (loopback only), k >= 2, arity >= 3, the Mask model; 2 workers and 10 places on any
+    machine, all of which this test's one client address may hold (8 requests at once below)."""
+    with ServeProcess(index, "--workers", "2", "--max-per-client", "10", log=workdir / "default.log") as process:
         yield process
 
 
