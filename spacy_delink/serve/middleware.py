@@ -9,7 +9,11 @@ leave a client's disconnect visible to the endpoints.
 """
 from __future__ import annotations
 
-from starlette.datastructures import MutableHeaders
+from ..extras import require_extra
+
+require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
+
+from starlette.datastructures import MutableHeaders  # noqa: E402
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .limits import ApiError

@@ -7,7 +7,11 @@ plain text. This protocol answers it as every other refusal, ``{"error": {"code"
 """
 from __future__ import annotations
 
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from ..extras import require_extra
+
+require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol  # noqa: E402
 
 from .limits import ApiError
 
