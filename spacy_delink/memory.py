@@ -1,10 +1,12 @@
 """Memory per document: the bound on a document's length, and giving freed memory back to the system.
 
 Protecting a document holds its detection (every n-gram's key, support and postings at
-every arity, the phrases' combinations) and the detections of its mask passes: measured
-at about 540 bytes of peak memory per character on the samples' index (a 1,000,000-
-character document: +540 MB; docs/serve.md, benchmarks/bench_serve.py), so a 10 MB line
-took `delink protect` past 6 GB. A document longer than ``max_document_chars()`` is
+every arity, the combinations of its rare phrases) and the detections of its mask passes.
+It grows faster than the text: on the TAB judgments' index, a text made of TAB's
+de-identified judgments peaked at +34 MB for 20,000 characters, +139 MB for 50,000,
++358 MB for 100,000 and +1.1 GB for 199,000 (benchmarks/bench_serve.py, docs/serve.md),
+so a 10 MB line took `delink protect` past 6 GB. A document longer than
+``max_document_chars()`` (200,000 characters, the server's default ``--max-chars``) is
 refused before any work with one line that says where and how to go on.
 
 glibc keeps freed memory in its per-thread arenas, so a server's resident size after a
@@ -22,8 +24,8 @@ from typing import Any, Optional
 from .errors import InputError
 
 MAX_CHARS_ENV = "DELINK_MAX_DOCUMENT_CHARS"
-#: Longest document protected (about 0.55 GB of peak memory at ~540 bytes per character, measured).
-MAX_DOCUMENT_CHARS = 1_000_000
+#: Longest document protected: about 1.1 GB of peak memory on TAB-like text (measured, module docstring).
+MAX_DOCUMENT_CHARS = 200_000
 
 
 def max_document_chars() -> int:
@@ -41,9 +43,9 @@ def check_document_size(text: str, where: str) -> None:
     limit = max_document_chars()
     if len(text) > limit:
         raise InputError(
-            f"{where}: the text has {len(text):,} characters, over the {limit:,} a document may have (protecting one "
-            f"takes about 540 bytes of memory per character); split it into several documents, or raise ${MAX_CHARS_ENV} "
-            "if this machine has the memory"
+            f"{where}: the text has {len(text):,} characters, over the {limit:,} a document may have (protecting "
+            f"200,000 characters took 1.1 GB of memory, and it grows faster than the text); split it into several documents, "
+            f"or raise ${MAX_CHARS_ENV} if this machine has the memory"
         )
 
 
