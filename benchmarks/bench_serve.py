@@ -37,7 +37,7 @@ Memory (issue 35.5): a server with ``--memory-concurrent`` workers gets one prot
 of ``--memory-docs`` texts of ``--memory-chars`` characters (the test bed's texts one after
 another), then that many such requests at once; its resident size before, at its peak
 (sampled every 20 ms) and 3 s after each round. ``cli_memory``: `delink protect` on one
-JSONL line of ``--cli-chars`` characters, its peak resident size and its last stderr line.
+JSONL line of each of ``--cli-chars`` characters, its peak resident size and its last stderr line.
 The "before" figures of docs/serve.md are these phases run with ``PYTHONPATH`` on the
 previous code (``code`` in the JSON says which).
 
@@ -515,18 +515,23 @@ def memory(index: Path, texts: list[str], documents: int, chars: int, concurrent
     return {"documents_per_request": documents, "chars_per_document": chars, "body_bytes": len(body), "workers": concurrent, "rounds": rounds}
 
 
-def cli_memory(index: Path, texts: list[str], chars: int, work: Path) -> dict[str, Any]:
-    """`delink protect` on a JSONL file of one line holding a text of ``chars`` characters: its peak resident size."""
-    inputs = work / "long-line.jsonl"
-    inputs.write_text(orjson.dumps({"id": "long", "text": long_texts(texts, 1, chars)[0]}).decode() + "\n", encoding="utf-8")
-    started = time.perf_counter()
-    command = [sys.executable, "-m", "spacy_delink", "protect", str(index), str(inputs), "--output", str(work / "long-line.out.jsonl")]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    with PeakRss(process.pid) as peak:
-        _, errors = process.communicate(timeout=3600)
-    lines = [line for line in errors.splitlines() if line.strip()]
-    return {"chars": chars, "line_bytes": inputs.stat().st_size, "exit_status": process.returncode, "seconds": round(time.perf_counter() - started, 1),
-            "rss_mb_peak": round(peak.peak / 2**20, 1), "last_stderr_line": lines[-1][:300] if lines else ""}
+def cli_memory(index: Path, texts: list[str], sizes: list[int], work: Path) -> list[dict[str, Any]]:
+    """`delink protect` on a JSONL file of one line holding a text of each of ``sizes`` characters: its peak resident
+    size, seconds, exit status and last stderr line (the one-line refusal beyond the bound)."""
+    runs = []
+    for chars in sizes:
+        inputs = work / f"line-{chars}.jsonl"
+        inputs.write_text(orjson.dumps({"id": "long", "text": long_texts(texts, 1, chars)[0]}).decode() + "\n", encoding="utf-8")
+        started = time.perf_counter()
+        command = [sys.executable, "-m", "spacy_delink", "protect", str(index), str(inputs), "--output", str(work / f"line-{chars}.out.jsonl")]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with PeakRss(process.pid) as peak:
+            _, errors = process.communicate(timeout=3600)
+        lines = [line for line in errors.splitlines() if line.strip()]
+        runs.append({"chars": chars, "line_bytes": inputs.stat().st_size, "exit_status": process.returncode,
+                     "seconds": round(time.perf_counter() - started, 1), "rss_mb_peak": round(peak.peak / 2**20, 1),
+                     "last_stderr_line": lines[-1][:300] if lines else ""})
+    return runs
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -562,7 +567,8 @@ def main() -> None:
     parser.add_argument("--memory-docs", type=int, default=40, help="memory: texts per protect request.")
     parser.add_argument("--memory-chars", type=int, default=199_000, help="memory: characters per text.")
     parser.add_argument("--memory-concurrent", type=int, default=3, help="memory: requests at once in the second round (and the server's workers).")
-    parser.add_argument("--cli-chars", type=int, default=3_000_000, help="cli_memory: characters of the one line given to `delink protect`.")
+    parser.add_argument("--cli-chars", type=int, nargs="+", default=[2_000, 50_000, 199_000, 250_000],
+                        help="cli_memory: characters of the one line given to `delink protect`, one run each.")
     parser.add_argument("--tab", type=Path, default=TAB, help="TAB's JSON files [default: ../shared/data/tab; the samples when absent].")
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args()
