@@ -2,9 +2,10 @@
 
 Protecting a document holds its detection (every n-gram's key, support and postings at
 every arity, the combinations of its rare phrases) and the detections of its mask passes.
-It grows faster than the text: on the TAB judgments' index, a text made of TAB's
-de-identified judgments peaked at +34 MB for 20,000 characters, +139 MB for 50,000,
-+358 MB for 100,000 and +1.1 GB for 199,000 (benchmarks/bench_serve.py, docs/serve.md),
+It grows faster than the text: `delink protect` on one line of TAB's de-identified
+judgments, against TAB's index, peaked +32 MB above a 2,000-character line at 20,000
+characters, +140 MB at 50,000, +353 MB at 100,000 and +1.1 GB at 199,000
+(``cli_memory`` of benchmarks/bench_serve.py, docs/serve.md#memory),
 so a 10 MB line took `delink protect` past 6 GB. A document longer than
 ``max_document_chars()`` (200,000 characters, the server's default ``--max-chars``) is
 refused before any work with one line that says where and how to go on.
