@@ -22,7 +22,7 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union
 
 from .errors import InputError
 from .io import JsonlStats, StdinCopy, is_stdio, read_jsonl
@@ -337,9 +337,27 @@ class InputSource:
             self._table = read_table(data, str(self.format), self.name, skip_invalid, self._table_skipped)
         return self._table
 
-    def rows(self, skip_invalid: bool = False, stats: CorpusStats | None = None) -> Iterator[InputRow]:
-        """Every document, in input order; an invalid one stops the run or, with ``skip_invalid``, is listed in ``stats``."""
+    def rows(
+        self, skip_invalid: bool = False, stats: CorpusStats | None = None, check: Callable[[str, str], None] | None = None
+    ) -> Iterator[InputRow]:
+        """Every document, in input order; an invalid one stops the run or, with ``skip_invalid``, is listed in ``stats``.
+
+        ``check(text, where)`` is a command's own rule on a text (``memory.check_document_size``):
+        an ``InputError`` from it makes the row invalid like any other.
+        """
         stats = stats if stats is not None else CorpusStats()
+        for row in self._rows(skip_invalid, stats):
+            if check is not None:
+                try:
+                    check(row.text, row.where)
+                except InputError:
+                    if not skip_invalid:
+                        raise
+                    stats.skipped_lines.append(row.where)
+                    continue
+            yield row
+
+    def _rows(self, skip_invalid: bool, stats: CorpusStats) -> Iterator[InputRow]:
         if self.format == "jsonl":
             yield from jsonl_rows(self.path, self.text_field, self.id_field, skip_invalid, stats, self.hints)
         elif self.is_table:

@@ -328,3 +328,20 @@ def test_a_cut_compressed_table_is_refused(tmp_path: Path, index: Path, delink: 
     (tmp_path / "cut.csv.gz").write_bytes(data[: len(data) // 2])
     result = delink("assess", index, tmp_path / "cut.csv.gz", "-o", tmp_path / "a.jsonl", "--id-field", "doc", "--text-field", "body")
     assert result.returncode == 1 and "cannot be read as CSV (Truncated compressed stream)" in result.stderr_lines[-1]
+
+
+def test_protect_refuses_a_document_over_the_memory_bound_in_any_format(
+    tmp_path: Path, index: Path, delink: Callable[..., Outcome], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35 item 5: a document longer than the bound is refused in one line before any work, or
+    skipped and counted with --skip-invalid, whatever the input's format (CSV here)."""
+    monkeypatch.setenv("DELINK_MAX_DOCUMENT_CHARS", "25")  # "Her farm near the river Mura." has 29 characters
+    released = _csv(tmp_path / "released.csv")
+    refused = delink("protect", index, released, "-o", tmp_path / "p.csv", "--id-field", "doc", "--text-field", "body")
+    assert refused.returncode == 1 and len(refused.stderr_lines) == 1
+    assert "row 1: the text has 29 characters, over the 25 a document may have" in refused.stderr_lines[0]
+    assert not (tmp_path / "p.csv").exists()
+    skipped = delink("protect", index, released, "-o", tmp_path / "p.csv", "--id-field", "doc", "--text-field", "body", "--skip-invalid")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "1 documents protected" in skipped.stderr and "1 skipped" in skipped.stderr
+    assert pd.read_csv(tmp_path / "p.csv", dtype=str)["doc"].tolist() == ["008"]

@@ -33,6 +33,8 @@ SAMPLES = ROOT / "samples"
 MARKER = "Zorblatt Quuxington"  # a name no log line may ever show
 #: Bounds of every waiting loop here: each stops after this many seconds whatever happens.
 WAIT_S = 60.0
+#: What a work request's body must be declared as (`json=` sets it; a raw `content=` body says it here).
+JSON = {"Content-Type": "application/json"}
 
 
 def run_cli(*args: Any) -> subprocess.CompletedProcess[str]:
@@ -119,8 +121,9 @@ def cli_records(index: Path, workdir: Path) -> dict[str, dict[str, dict[str, Any
 
 @pytest.fixture(scope="module")
 def server(index: Path, workdir: Path) -> Iterator[ServeProcess]:
-    """The defaults: no key (loopback only), k >= 2, arity >= 3, the Mask model."""
-    with ServeProcess(index, log=workdir / "default.log") as process:
+    """The defaults: no key (loopback only), k >= 2, arity >= 3, the Mask model; 2 workers and 10 places on any
+    machine, all of which this test's one client address may hold (8 requests at once below)."""
+    with ServeProcess(index, "--workers", "2", "--max-per-client", "10", log=workdir / "default.log") as process:
         yield process
 
 
@@ -204,7 +207,7 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize("endpoint", ["assess", "protect"])
 @pytest.mark.parametrize("body, status, code", BAD_REQUESTS)
 def test_bad_requests_get_json_errors(client: httpx.Client, endpoint: str, body: bytes, status: int, code: str) -> None:
-    assert_error(client.post(f"/v1/{endpoint}", content=body), status, code)
+    assert_error(client.post(f"/v1/{endpoint}", content=body, headers=JSON), status, code)
 
 
 def test_messages_say_what_is_wrong(client: httpx.Client) -> None:
@@ -212,7 +215,7 @@ def test_messages_say_what_is_wrong(client: httpx.Client) -> None:
     assert "k >= 2, arity >= 3" in weaker["error"]["message"]
     duplicate = assert_error(client.post("/v1/assess", json={"documents": [{"id": 7, "text": "x"}, {"id": 7, "text": "y"}]}), 422, "invalid_request")
     assert "duplicate document id 7" in duplicate["error"]["message"]
-    surrogate = assert_error(client.post("/v1/protect", content=b'{"texts": ["ok", "bad \\udc00"]}'), 400, "invalid_json")
+    surrogate = assert_error(client.post("/v1/protect", content=b'{"texts": ["ok", "bad \\udc00"]}', headers=JSON), 400, "invalid_json")
     assert "surrogate" in surrogate["error"]["message"]
 
 
@@ -225,10 +228,36 @@ def test_unknown_paths_and_methods(client: httpx.Client) -> None:
 def test_body_declared_too_large_is_refused_before_reading(client: httpx.Client, server: ServeProcess) -> None:
     """The 413 comes back although not one byte of the 9 MiB announced was sent."""
     with socket.create_connection(address(server), timeout=WAIT_S) as raw:
-        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
+        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
         head, body = read_response(raw)
     assert head.startswith(b"HTTP/1.1 413 ") and json.loads(body)["error"]["code"] == "body_too_large"
     assert client.get("/healthz").status_code == 200
+
+
+def test_what_uvicorn_refuses_itself_has_the_one_error_shape(server: ServeProcess) -> None:
+    """A Content-Length that is not a number never reaches the application: uvicorn answered it in plain text (issue 35.8)."""
+    for length in (b"abc", b"-1", b"1, 2"):
+        with socket.create_connection(address(server), timeout=WAIT_S) as raw:
+            raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " + length + b"\r\n\r\n{}")
+            head, body = read_response(raw)
+        assert head.startswith(b"HTTP/1.1 400 ") and b"content-type: application/json" in head.lower(), head
+        assert json.loads(body)["error"]["code"] == "invalid_http"
+
+
+def test_head_is_get_without_a_body_and_foreign_hosts_are_refused(server: ServeProcess) -> None:
+    with socket.create_connection(address(server), timeout=WAIT_S) as raw:
+        raw.sendall(b"HEAD / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := raw.recv(65536):
+            received += chunk
+    head, _, rest = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"text/html" in head and rest == b"", received[:300]
+    with httpx.Client(base_url=server.url, timeout=WAIT_S) as http:
+        for path in ("/v1/settings", "/"):
+            assert_error(http.get(path, headers={"Host": "rebind.attacker.example"}), 400, "invalid_host")
+        assert_error(http.post("/v1/assess", json={"text": "a"}, headers={"Host": "rebind.attacker.example:8080"}), 400, "invalid_host")
+        assert_error(http.post("/v1/assess", content=b'{"text": "a"}', headers={"Content-Type": "text/plain"}), 415, "unsupported_media_type")
+        assert_error(http.post("/v1/assess/", json={"text": "a"}), 404, "not_found")
 
 
 def test_metrics_count_requests_documents_and_linkable_share(client: httpx.Client, documents: list[dict[str, Any]]) -> None:
@@ -281,7 +310,7 @@ def test_page_and_its_files_are_served_from_the_package(client: httpx.Client) ->
 def test_a_client_leaving_mid_body_is_counted_and_the_server_goes_on(client: httpx.Client, server: ServeProcess) -> None:
     before = metrics(client).get(("delink_requests_abandoned_total", (("stage", "body"),)), 0.0)
     with socket.create_connection(address(server), timeout=10) as raw:
-        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"texts\": [\"half")
+        raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"texts\": [\"half")
     wait_until(lambda: metrics(client).get(("delink_requests_abandoned_total", (("stage", "body"),)), 0.0) == before + 1, "the abandoned body")
     assert client.post("/v1/assess", json={"text": "still answering"}).status_code == 200
     assert metrics(client)[("delink_requests_in_progress", ())] == 0
@@ -304,7 +333,7 @@ def test_texts_never_reach_the_log(client: httpx.Client, server: ServeProcess) -
     assert client.post("/v1/assess", json={"documents": [{"id": "logged-id", "text": text}]}).status_code == 200
     assert client.post("/v1/protect", json={"texts": [text]}).status_code == 200
     assert client.post("/v1/assess", json={"texts": [text], "k": 1}).status_code == 422
-    assert client.post("/v1/assess", content=f'{{"texts": ["{MARKER}"'.encode()).status_code == 400
+    assert client.post("/v1/assess", content=f'{{"texts": ["{MARKER}"'.encode(), headers=JSON).status_code == 400
     wait_until(lambda: server.output().count(" 400: ") >= 1, "the log line of the last request")
     log = server.output()
     assert MARKER not in log and "Zorblatt" not in log
@@ -352,7 +381,7 @@ def test_limits(guarded: ServeProcess) -> None:
         assert_error(http.post("/v1/assess", json={"texts": ["a", "b", "c"]}), 413, "too_many_texts")
         long = assert_error(http.post("/v1/assess", json={"texts": ["fine", "x" * 301]}), 413, "text_too_long")
         assert "texts[1] has 301 characters" in long["error"]["message"]
-        assert_error(http.post("/v1/assess", content=json.dumps({"text": "y" * 5000}).encode()), 413, "body_too_large")
+        assert_error(http.post("/v1/assess", content=json.dumps({"text": "y" * 5000}).encode(), headers=JSON), 413, "body_too_large")
 
         def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is found while reading
             yield b'{"text": "'
@@ -360,7 +389,7 @@ def test_limits(guarded: ServeProcess) -> None:
                 yield b"z" * 1000
             yield b'"}'
 
-        assert_error(http.post("/v1/assess", content=chunks()), 413, "body_too_large")
+        assert_error(http.post("/v1/assess", content=chunks(), headers=JSON), 413, "body_too_large")
         assert http.post("/v1/assess", json={"texts": ["x" * 300, "fine"]}).status_code == 200
 
 
@@ -376,6 +405,10 @@ def test_limits(guarded: ServeProcess) -> None:
         (["--max-texts", "0"], {}, "--max-texts must be at least 1"),
         (["--cors-origin", "example.org"], {}, "--cors-origin"),
         (["--config", "nope.cfg"], {}, "config nope.cfg not found"),
+        ([], {"DELINK_API_KEY": "ключ-ключ-ключ-ключ"}, "not visible ASCII"),
+        (["--body-timeout", "0"], {}, "--body-timeout must be a positive number"),
+        (["--max-per-client", "0"], {}, "--max-per-client must be"),
+        (["--allowed-host", "a*b"], {}, "--allowed-host"),
     ],
 )
 def test_bad_settings_stop_the_start_with_one_line(index: Path, tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
@@ -397,6 +430,45 @@ def test_a_missing_index_stops_the_start(tmp_path: Path) -> None:
 
 def _environ_without_keys() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if not name.startswith("DELINK_API_KEY")}
+
+
+# -- slow bodies -----------------------------------------------------------------------------
+
+
+def trickle(server: ServeProcess, source: str) -> socket.socket:
+    """A connection from ``source`` (a loopback address) that sends a request's head and the first byte of its body, then nothing."""
+    raw = socket.socket()
+    raw.settimeout(WAIT_S)
+    raw.bind((source, 0))
+    raw.connect(address(server))
+    raw.sendall(b"POST /v1/assess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+    return raw
+
+
+def test_slow_bodies_from_one_client_neither_hold_every_place_nor_hold_them_long(index: Path, workdir: Path) -> None:
+    """Clients trickling their bodies held every place, and everyone else got 429 with Retry-After: 1 (issue 35.4).
+    Now one address holds at most half the places, each until its body timeout (then 408, connection closed)."""
+    args = ["--workers", "1", "--queue", "3", "--body-timeout", "10"]  # 4 places, 2 per client address
+    with ServeProcess(index, *args, log=workdir / "slow.log") as process, httpx.Client(base_url=process.url, timeout=WAIT_S) as http:
+        slow = [trickle(process, "127.0.0.2") for _ in range(2)]
+        try:
+            wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 2, "the two slow bodies admitted")
+            with trickle(process, "127.0.0.2") as third:
+                head, body = read_response(third)
+            assert head.startswith(b"HTTP/1.1 429 ") and json.loads(body)["error"]["code"] == "too_many_from_client"
+            retry_after = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"retry-after:")))
+            assert 1 <= retry_after <= 10  # the first slow body's deadline, not a guess
+            answered = http.post("/v1/assess", json={"text": "The farmer keeps bees near the river."})  # another address: 127.0.0.1
+            assert answered.status_code == 200, answered.text
+            for raw in slow:
+                head, body = read_response(raw)
+                assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower()
+                assert json.loads(body)["error"]["code"] == "body_timeout"
+                assert raw.recv(1) == b""  # the server closed the connection
+        finally:
+            for raw in slow:
+                raw.close()
+        wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 0, "every place given back")
 
 
 # -- deadline --------------------------------------------------------------------------------
@@ -435,7 +507,7 @@ def llm_settings(fake: FakeOpenAI) -> list[str]:
 
 @pytest.fixture(scope="module")
 def llm_server(index: Path, workdir: Path, fake_llm: FakeOpenAI) -> Iterator[ServeProcess]:
-    args = [*llm_settings(fake_llm), "--workers", "1", "--queue", "3"]  # 4 requests at most
+    args = [*llm_settings(fake_llm), "--workers", "1", "--queue", "3", "--max-per-client", "4"]  # 4 requests at most, all from this test
     with ServeProcess(index, *args, log=workdir / "llm.log") as process:
         yield process
 
@@ -500,7 +572,7 @@ def test_a_client_leaving_while_its_job_waits(llm_server: ServeProcess, fake_llm
             body = json.dumps({"text": SHORT_TEXTS[1]}).encode()
             with socket.create_connection(address(llm_server), timeout=10) as raw:
                 raw.sendall(
-                    b"POST /v1/protect HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                    b"POST /v1/protect HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                     + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
                 )
                 wait_until(lambda: metrics(http)[("delink_requests_in_progress", ())] == 1, "the request in the server")

@@ -58,9 +58,16 @@ def serve_command(
     max_texts: int = typer.Option(64, "--max-texts", help="Most texts in one request; more get 413."),
     max_chars: int = typer.Option(200_000, "--max-chars", help="Longest text, in characters; longer ones get 413."),
     deadline: float = typer.Option(60.0, "--deadline", help="Seconds from a request's arrival to its answer, waiting included; later ones get 503."),
+    body_timeout: float = typer.Option(10.0, "--body-timeout", help="Seconds from a request's arrival to the end of its body; later ones get 408."),
+    max_per_client: Optional[int] = typer.Option(
+        None, "--max-per-client", help="Requests one client address may have in the server at once; more get 429 [default: half of --workers + --queue]."
+    ),
     llm_batch_size: int = typer.Option(16, "--llm-batch-size", help="With an LLM config: documents of concurrent protect requests rewritten together."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Combinations listed per assess record (scores stay exact)."),
     cors_origins: Optional[list[str]] = typer.Option(None, "--cors-origin", help="Origin whose pages may call the API (repeatable; default: none, CORS off)."),
+    allowed_hosts: Optional[list[str]] = typer.Option(
+        None, "--allowed-host", help="Host header name clients may use besides the loopback ones and --host (repeatable; *.example.org; * for any)."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error (log lines hold ids and sizes, never texts)."),
 ) -> None:
     """Serve assess and protect over HTTP, with a page for reviewers at / (docs/serve.md)."""
@@ -72,7 +79,8 @@ def serve_command(
     import uvicorn
 
     from ..serve.app import create_app
-    from ..serve.auth import load_api_key
+    from ..serve.auth import is_loopback, load_api_key
+    from ..serve.protocol import JsonErrorsHttpTools
     from ..serve.service import Service
     from ..serve.settings import ServeSettings
     from ..serve.warmup import warm_up_index, warm_up_kernels
@@ -85,8 +93,8 @@ def serve_command(
         index=index, key_file=key_file, host=host, port=port, k=k, arity=arity, allow_weaker=allow_weaker, readings=check_readings(readings), config=config,
         config_overrides=config_overrides(ctx, settings or []), flagging=flagging, max_combinations=max_combinations,
         workers=workers, queue=queue, worker_nice=worker_nice, max_body_bytes=max_body_bytes, max_texts=max_texts, max_chars=max_chars,
-        deadline=deadline, llm_batch_size=llm_batch_size, cors_origins=tuple(cors_origins or ()),
-        api_key=load_api_key(api_key_file),
+        deadline=deadline, body_timeout=body_timeout, max_per_client=max_per_client, llm_batch_size=llm_batch_size,
+        cors_origins=tuple(cors_origins or ()), allowed_hosts=tuple(allowed_hosts or ()), api_key=load_api_key(api_key_file),
     )
     started = time.perf_counter()
     service = Service(serve_settings)
@@ -109,6 +117,11 @@ def serve_command(
                         f"{serve_settings.worker_count} workers, {serve_settings.capacity} requests at most{llm}",
                         err=True,
                     )
+                    if not is_loopback(host) and not allowed_hosts:
+                        typer.echo(
+                            f"note: requests are answered for the Host names {', '.join(serve_settings.trusted_hosts)} only; "
+                            "add --allowed-host NAME for each name clients use to reach this server", err=True,
+                        )
                     if serve_settings.api_key is None:
                         typer.echo(
                             "note: no API key ($DELINK_API_KEY or --api-key-file): listening on the loopback interface only, "
@@ -117,7 +130,7 @@ def serve_command(
 
         server = Server(uvicorn.Config(
             create_app(service), log_level=level, access_log=False, timeout_graceful_shutdown=max(1, int(deadline)),
-            server_header=False,
+            server_header=False, http=JsonErrorsHttpTools,
         ))
         server.run(sockets=[sock])
     finally:

@@ -50,6 +50,7 @@ from ..io import (
     refuse_same_file,
 )
 from ..linkage.index.shards import Runner
+from ..memory import check_document_size
 from ..retrieval.defence import retrieval_settings
 from ..progress import Progress
 
@@ -241,7 +242,7 @@ def scan_input(source: InputSource, skip_invalid: bool, digest: Callable[[DocId,
     stats = CorpusStats()
     scan = InputScan({}, {}, stats.skipped_lines)
     where: dict[DocId, str] = {}
-    for row in source.rows(skip_invalid, stats):
+    for row in source.rows(skip_invalid, stats, check_document_size):
         if row.doc_id in scan.lines:
             raise InputError(
                 f"{row.where}: duplicate id {row.doc_id!r} (first at {where[row.doc_id]}); "
@@ -543,7 +544,7 @@ def protect_file(
 
         def batches() -> Iterator[list[tuple[Any, str]]]:
             batch: list[tuple[Any, str]] = []
-            for row in source.rows(skip_invalid, CorpusStats()):
+            for row in source.rows(skip_invalid, CorpusStats(), check_document_size):
                 if scan.lines.get(row.doc_id) != row.position:
                     raise InputError(f"{row.where}: the file changed while protect ran; rerun it (the run resumes)")
                 if row.doc_id in seen:

@@ -5,7 +5,8 @@ request bodies are read by hand, within the size limit and after admission, inst
 by FastAPI's body parameters, which would read any body whole before a check could run.
 A POST to an endpoint that does work is admitted or refused by ``Gate`` before routing:
 on the event loop alone, so a refusal is written at once however busy the workers are.
-Every answer that is not a success is ``{"error": {"code", "message"}}`` (``limits``);
+Every answer that is not a success is ``{"error": {"code", "message"}}`` (``limits``;
+``middleware`` for the layers around the routes, ``protocol`` for what uvicorn refuses itself);
 an unexpected failure is logged with its stack but without its message (which could
 quote a text) and answered 500 with a request id to find it by.
 
@@ -34,12 +35,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import ClientDisconnect
 from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from swagger_ui_bundle import swagger_ui_path
 
 from .. import __version__
@@ -47,6 +49,7 @@ from ..errors import DelinkError, InputError
 from ..evaluate.report import legend_html, report_asset
 from .limits import ApiError, Ticket, read_body
 from .metrics import CONTENT_TYPE
+from .middleware import HeadAsGet, NoSniffing, OneErrorShape
 from .schema import ErrorResponse, Job, RecordsResponse, TextsRequest, parse_job
 from .service import Service
 from .settings import ServeSettings
@@ -63,27 +66,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for status, description in (
         (400, "The body is not JSON."),
         (401, "No or a wrong API key (Authorization: Bearer <key>)."),
+        (408, "The body did not arrive within the server's body timeout."),
         (413, "Body, number of texts or a text over the server's limits."),
+        (415, "The body is not declared JSON (Content-Type: application/json)."),
         (422, "Valid JSON that is not an acceptable request (fields, ids, k, arity)."),
         (429, "The server is at its limit of requests; retry after Retry-After seconds."),
         (503, "Not ready, or the deadline passed; retry after Retry-After seconds."),
     )
 }
-
-
-class NoSniffing:
-    """ASGI middleware: browsers take every answer as the type it declares (a pure ASGI one: it leaves disconnects visible)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def send_marked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)["X-Content-Type-Options"] = "nosniff"
-            await send(message)
-
-        await self.app(scope, receive, send_marked if scope["type"] == "http" else send)
 
 
 #: The endpoints that do work, by path: admitted or refused by ``Gate``.
@@ -123,11 +113,14 @@ class Gate:
         headers = Headers(scope=scope)
         given = headers.get("x-request-id", "")
         request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+        settings = self.service.settings
         try:
-            _check_key(self.service.settings, headers.get("authorization"))
+            _check_key(settings, headers.get("authorization"))
+            _check_json(headers.get("content-type"))
             if not self.service.ready:
                 raise ApiError(503, "not_ready", "the server is starting or stopping; retry shortly", 1)
-            ticket = self.service.admission.enter()
+            client = (scope.get("client") or ("",))[0]
+            ticket = self.service.admission.enter(client, started + min(settings.body_timeout, settings.deadline))
         except ApiError as err:
             response = err.response()
             self.done(endpoint, request_id, started, response, None)
@@ -150,6 +143,13 @@ def _check_key(settings: ServeSettings, authorization: Optional[str]) -> None:
         raise ApiError(401, "unauthorized", "missing or wrong API key; send the header Authorization: Bearer <key>")
 
 
+def _check_json(content_type: Optional[str]) -> None:
+    """A work request's body must be declared JSON: a page on another origin can send a form or plain text
+    without asking (no CORS preflight), never JSON."""
+    if (content_type or "").partition(";")[0].strip().lower() != "application/json":
+        raise ApiError(415, "unsupported_media_type", "send the body as JSON, with the header Content-Type: application/json")
+
+
 class ClientGone(Exception):
     """The client closed the connection before its answer."""
 
@@ -160,10 +160,18 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _within(deadline: float, awaitable: Any) -> Any:
+async def _body(request: Request, body_deadline: float, deadline: float, limit: int) -> bytes:
+    """The request's body, within its limit, by its body deadline (408, the connection closed) and the request's."""
     try:
-        return await asyncio.wait_for(awaitable, max(deadline - time.monotonic(), 0.0))
+        return await asyncio.wait_for(
+            read_body(request.stream(), request.headers.get("content-length"), limit), max(min(body_deadline, deadline) - time.monotonic(), 0.0)
+        )
     except asyncio.TimeoutError:
+        if body_deadline < deadline:
+            raise ApiError(
+                408, "body_timeout", "the request body did not arrive within the server's --body-timeout; send it at once, or fewer texts per request",
+                close=True,
+            ) from None
         raise _too_late() from None
 
 
@@ -201,14 +209,19 @@ def create_app(service: Service) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        redirect_slashes=False,  # `/v1/assess/` is no endpoint (404), not a 307 to one answered before any check
     )
+    # add_middleware wraps: the last added runs first. From the outside in: nosniff, one error shape, HEAD as GET,
+    # the Host check (a DNS-rebinding page's name is refused before anything else), CORS, the gate.
     app.add_middleware(Gate, service=service, done=done)  # inside CORS: a refusal carries its headers too
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type"],
         )
-
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.trusted_hosts), www_redirect=False)
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(OneErrorShape)
     app.add_middleware(NoSniffing)
 
     @app.exception_handler(ApiError)
@@ -218,7 +231,15 @@ def create_app(service: Service) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
         codes = {404: "not_found", 405: "method_not_allowed"}
-        return ApiError(err.status_code, codes.get(err.status_code, f"http_{err.status_code}"), str(err.detail)).response()
+        response = ApiError(err.status_code, codes.get(err.status_code, f"http_{err.status_code}"), str(err.detail)).response()
+        response.headers.update(err.headers or {})  # a 405's Allow
+        return response
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, err: Exception) -> Response:
+        """A failure outside an endpoint (in a layer around them): Starlette would answer it in plain text."""
+        logger.error("%s %s failed: %s (message withheld)\n%s", request.method, request.url.path, type(err).__name__, "".join(traceback.format_tb(err.__traceback__)))
+        return ApiError(500, "internal", f"the server failed on this request ({type(err).__name__})").response()
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, err: RequestValidationError) -> Response:
@@ -231,7 +252,7 @@ def create_app(service: Service) -> FastAPI:
         deadline = started + settings.deadline
         job: Job | None = None
         try:
-            body = await _within(deadline, read_body(request.stream(), request.headers.get("content-length"), settings.max_body_bytes))
+            body = await _body(request, admitted.ticket.body_deadline, deadline, settings.max_body_bytes)
             job = parse_job(body, settings)
             work = submit(job)
             admitted.ticket.hand_over(work)

@@ -8,7 +8,9 @@
 
 A refusal raises ``ServeError`` with the server's status, code and message. A server that
 is busy (429) or not ready (503) is asked again after the ``Retry-After`` it gives, at
-most ``retries`` times; every other refusal is raised at once.
+most ``retries`` times; every other refusal is raised at once. A key an HTTP header
+cannot carry (not visible ASCII) is refused at construction with an ``InputError`` that
+says so, never sent.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import httpx
 
-from ..errors import DelinkError
-from .auth import KEY_ENV
+from ..errors import DelinkError, InputError
+from .auth import KEY_ENV, key_problem
 
 #: Longest wait between two tries, whatever ``Retry-After`` says.
 MAX_WAIT_S = 30.0
@@ -57,6 +59,9 @@ class DelinkClient:
 
     def __init__(self, url: str = "http://127.0.0.1:8080", api_key: Optional[str] = None, timeout: float = 120.0, retries: int = 3) -> None:
         key = api_key if api_key is not None else os.environ.get(KEY_ENV)
+        problem = key_problem(key) if key else None
+        if problem is not None:  # httpx would raise a bare UnicodeEncodeError on the first request
+            raise InputError(f"the API key ({'api_key' if api_key is not None else '$' + KEY_ENV}): {problem}; use the key the server was started with")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.retries = retries
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
@@ -105,6 +110,7 @@ class DelinkClient:
                 raise error
             tries += 1
             time.sleep(min(error.retry_after or 1.0, MAX_WAIT_S))
+
 
 def _error(response: httpx.Response) -> ServeError:
     try:

@@ -1,13 +1,14 @@
 """What a request to ``/v1/assess`` and ``/v1/protect`` may hold, and how it becomes a job.
 
 Strict JSON types (a number is not a text, ``true`` is not a k), no unknown fields (a
-misspelt ``arity`` would silently mean the default), one of ``text``, ``texts`` or
-``documents``. The records that come back are the library's own, described here only as
+misspelt ``arity`` would silently mean the default), no key given twice in one object
+(as the command line's JSONL reader), one of ``text``, ``texts`` or ``documents``. The records that come back are the library's own, described here only as
 objects: their fields are documented with `delink assess` and `delink protect`
 (docs/cli.md), and may grow.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -85,12 +86,25 @@ def _problems(err: ValidationError) -> str:
     return "; ".join(problems[:PROBLEMS_SHOWN]) + more
 
 
+def _no_repeated_key(pairs: list[tuple[str, Any]]) -> None:
+    """Refuses a JSON object that gives a key twice: a parser keeps the last value and drops the others silently,
+    so two "text" fields would be checked as one text while a reader of the body sees the other."""
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) < len(keys):
+        repeated = next(key for position, key in enumerate(keys) if key in keys[:position])
+        raise ValueError(f"gives the key {repeated!r} twice in one object")
+
+
 def parse_job(body: bytes, settings: ServeSettings) -> Job:
     """The job a body asks for, or the refusal that says what is wrong with it."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as err:
         raise ApiError(400, "invalid_json", f"the body is not JSON ({err}); send a JSON object such as {{\"texts\": [\"...\"]}}") from None
+    try:
+        json.loads(body, object_pairs_hook=_no_repeated_key)
+    except ValueError as err:
+        raise ApiError(400, "invalid_json", f"the body {err}; give each key once (the command line refuses such a line too)") from None
     try:
         request = TextsRequest.model_validate(data)
     except ValidationError as err:

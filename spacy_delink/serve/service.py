@@ -33,6 +33,8 @@ import orjson
 from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
 from ..corpus import DocId
+from ..linkage.index import CorpusIndex
+from ..memory import give_back
 from ..rewrite.protect import load_rewriter
 from .limits import Admission
 from .metrics import ServeMetrics
@@ -40,6 +42,8 @@ from .settings import ServeSettings
 
 logger = logging.getLogger("spacy_delink.serve")
 
+#: Characters of a job after which its freed memory is given back (shorter jobs free too little to matter).
+GIVE_BACK_AFTER_CHARS = 100_000
 #: Rewriters kept loaded, one per (k, arity) that requests asked for, least recently used dropped first.
 LOADED_REWRITERS = 8
 Documents = list[tuple[DocId, str]]
@@ -54,6 +58,13 @@ def lower_thread_priority(steps: int) -> None:
         os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + steps))
 
 
+def _give_back_after(documents: Documents) -> None:
+    """After a job with long texts, the memory its detections freed goes back to the system (``memory.give_back``):
+    glibc would keep it in the worker thread's arena, and the server's resident size would stay at its peak."""
+    if sum(len(text) for _, text in documents) >= GIVE_BACK_AFTER_CHARS:
+        give_back()
+
+
 def answer_body(records: Records) -> bytes:
     """The JSON body of a success, made on the job's thread, not the event loop's: records of long
     documents at arity 3 run to hundreds of kilobytes, and the loop has every connection to serve."""
@@ -61,28 +72,53 @@ def answer_body(records: Records) -> bytes:
 
 
 class Rewriters:
-    """The rewriter of each (k, arity), loaded on first use: one thread each, no LLM answer cache."""
+    """The rewriter of each (k, arity), loaded on first use: one thread each, no LLM answer cache.
+
+    Loading one takes a few tenths of a second (a spaCy pipeline, its config): it runs under
+    a lock of its own (k, arity), so two requests for a new setting load it once, and
+    requests at settings already loaded never wait behind it.
+    """
 
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         self._loaded: OrderedDict[tuple[int, int], DelinkRewriter] = OrderedDict()
-        self._lock = threading.Lock()
+        self._loading: dict[tuple[int, int], threading.Lock] = {}
+        self._lock = threading.Lock()  # guards the two dicts only, never held while loading
 
     def get(self, k: int, arity: int) -> DelinkRewriter:
+        key = (k, arity)
         with self._lock:
-            rewriter = self._loaded.get((k, arity))
+            rewriter = self._loaded.get(key)
+            if rewriter is not None:
+                self._loaded.move_to_end(key)
+                return rewriter
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                rewriter = self._loaded.get(key)  # loaded by the request this one waited for
             if rewriter is None:
-                settings = self.settings
-                rewriter = load_rewriter(
-                    settings.index, k, arity, settings.config, settings.key_file, flagging=settings.flagging,
-                    config_overrides=settings.config_overrides, threads=1, readings=settings.readings,
-                )
-                rewriter.cache_dir = None  # read when its LLM wrapper is built, on the first LLM pass
-                self._loaded[(k, arity)] = rewriter
+                try:
+                    rewriter = self._load(k, arity)
+                except BaseException:
+                    with self._lock:
+                        self._loading.pop(key, None)
+                    raise
+            with self._lock:  # in place and no longer loading at once: a later request finds it
+                self._loaded[key] = rewriter
+                self._loaded.move_to_end(key)
                 while len(self._loaded) > LOADED_REWRITERS:
                     self._loaded.popitem(last=False)
-            self._loaded.move_to_end((k, arity))
-            return rewriter
+                self._loading.pop(key, None)
+        return rewriter
+
+    def _load(self, k: int, arity: int) -> DelinkRewriter:
+        settings = self.settings
+        rewriter = load_rewriter(
+            settings.index, k, arity, settings.config, settings.key_file, flagging=settings.flagging,
+            config_overrides=settings.config_overrides, threads=1, readings=settings.readings,
+        )
+        rewriter.cache_dir = None  # read when its LLM wrapper is built, on the first LLM pass
+        return rewriter
 
 
 @dataclass
@@ -136,15 +172,18 @@ class LlmBatches:
                 self._protect(batch)
 
     def _protect(self, batch: list[_Waiting]) -> None:
+        documents = [document for job in batch for document in job.documents]
         try:
             rewriter = self.rewriters.get(batch[0].k, batch[0].arity)
             calls, failures = rewriter.llm_calls(), rewriter.failures()
-            records = protect_documents(rewriter, [document for job in batch for document in job.documents])
+            records = protect_documents(rewriter, documents)
             self.metrics.llm(rewriter.llm_calls() - calls, rewriter.failures() - failures)
         except BaseException as err:  # every job of the batch gets the error; the thread goes on
             for job in batch:
                 job.future.set_exception(err)
             return
+        finally:
+            _give_back_after(documents)
         start = 0
         for job in batch:
             job.future.set_result(self.answer(records[start : start + len(job.documents)]))
@@ -168,10 +207,11 @@ class Service:
         self.settings = settings
         self.metrics = metrics or ServeMetrics()
         self.rewriters = Rewriters(settings)
-        enforced = self.rewriters.get(settings.k, settings.arity)  # opens the index and key: a bad one stops the start
-        self.index = enforced.index
-        self.uses_llm = enforced.uses_llm
-        self.admission = Admission(settings.capacity, settings.worker_count)
+        #: The rewriter at the server's settings, kept apart from the least-recently-used ones: its ``index`` is the
+        #: one assess answers from. Loading it opens the index and its key, so a bad one stops the start.
+        self._enforced = self.rewriters.get(settings.k, settings.arity)
+        self.uses_llm = self._enforced.uses_llm
+        self.admission = Admission(settings.capacity, settings.worker_count, settings.per_client)
         self.metrics.in_progress.set_function(lambda: self.admission.inside)
         self.pool = ThreadPoolExecutor(
             settings.worker_count, thread_name_prefix="delink-serve", initializer=lower_thread_priority, initargs=(settings.worker_nice,)
@@ -179,6 +219,13 @@ class Service:
         self.llm_batches = LlmBatches(self.rewriters, settings.llm_batch_size, self.metrics, self._protected) if self.uses_llm else None
         self.ready = False
         self.index.warn_if_k_exceeds_collection(settings.k)
+
+    @property
+    def index(self) -> CorpusIndex:
+        """The index as it is on disk now, as every rewriter sees it: the components' own ``index`` opens it again
+        once `delink index --update` or `delink compact` has replaced its manifest, so assess never answers from
+        an index that protect has moved past."""
+        return self._enforced.index
 
     def assess(self, documents: Documents, k: int, arity: int) -> Future[bytes]:
         """The answer to an assess request: its records as a JSON body."""
@@ -191,12 +238,21 @@ class Service:
         return self.pool.submit(self._protect, documents, k, arity)
 
     def _assess(self, documents: Documents, k: int, arity: int) -> bytes:
-        records = assess_documents(self.index, documents, k, arity, self.settings.max_combinations, self.settings.readings)
-        self.metrics.records("assess", records)
-        return answer_body(records)
+        try:
+            records = assess_documents(self.index, documents, k, arity, self.settings.max_combinations, self.settings.readings)
+            self.metrics.records("assess", records)
+            return answer_body(records)
+        finally:
+            _give_back_after(documents)
 
     def _protect(self, documents: Documents, k: int, arity: int) -> bytes:
-        return self._protected(protect_documents(self.rewriters.get(k, arity), documents))
+        """One document at a time: a batch holds every document's detection until its last document is done, so a
+        request's memory would grow with its documents (40 long texts: 1 to 3.5 GB), not with its longest one."""
+        rewriter = self.rewriters.get(k, arity)
+        try:
+            return self._protected([record for document in documents for record in protect_documents(rewriter, [document])])
+        finally:
+            _give_back_after(documents)
 
     def _protected(self, records: Records) -> bytes:
         self.metrics.records("protect", records)
