@@ -20,6 +20,7 @@ from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
 from ..linkage.combinations import check_arity
 from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
+from ..llm.models.generalize.model import GeneralizeModel
 from ..llm.models.mask import MaskModel
 from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
@@ -127,7 +128,8 @@ class DelinkRewriter(IndexedComponent):
 
     @property
     def uses_llm(self) -> bool:
-        return not isinstance(self.model, MaskModel) and self.max_passes > 0
+        model = self.model.then if isinstance(self.model, GeneralizeModel) else self.model
+        return not isinstance(model, MaskModel) and self.max_passes > 0
 
     def _check_mask(self) -> None:
         """A mask that the index tokenizes would not break n-grams: refuse it."""
@@ -186,6 +188,7 @@ class DelinkRewriter(IndexedComponent):
             require_llm=self.require_llm,
             failures=self.failures,
             threads=self.threads,
+            generalizer=getattr(self.model, "generalizer", None),
         )
         return loop.run(texts)
 
