@@ -285,6 +285,7 @@ def make_rewrite_task(
     min_similarity: Optional[float] = None,
     similarity_model: Optional[str] = None,
     above_mask: bool = False,
+    fidelity: Optional[list[str]] = None,
 ) -> Any:
     """The rewrite task (a ``RewriteTask``); ``examples`` defaults to the shipped ``examples.jsonl``.
 
@@ -292,7 +293,8 @@ def make_rewrite_task(
     ``min_similarity``: refuse replacements whose context embedding falls below this cosine
     (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
     folder instead of the shipped all-MiniLM-L6-v2; ``above_mask``: also refuse a rephrasing
-    whose context is less similar to the original than the context with the span masked.
+    whose context is less similar to the original than the context with the span masked;
+    ``fidelity``: the never-invent checks to run (``fidelity.FIDELITY_REASONS``; None = all).
     """
     from .llm.tasks.rewrite.content import SimilarityCheck
     from .llm.tasks.rewrite.registry import DEFAULT_EXAMPLES, read_examples, read_template
@@ -306,4 +308,5 @@ def make_rewrite_task(
         read_template(template or DEFAULT_TEMPLATE),
         spans_key,
         SimilarityCheck.from_settings(min_similarity, similarity_model, above_mask),
+        fidelity,
     )

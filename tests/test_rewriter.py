@@ -159,7 +159,7 @@ def test_combinations_are_masked_until_protected_at_arity_3(index_path: Path) ->
     rewriter = spacy.blank("en").add_pipe("delink_rewriter", config={"index": str(index_path), "k": 2, "arity": 3})
     result = rewriter.rewrite_texts([text])[0]
     assert before["anonymity"] == 1  # linkable before
-    assert result.protected and all(e["by"] == "mask" for e in result.edits)
+    assert result.protected and {e["by"] for e in result.edits} <= {"generalize", "mask"}  # the Mask model generalizes first
     assert_protected(result.text, k=2, arity=3)
     assert replay(text, result.edits) == result.text
 
@@ -241,7 +241,7 @@ def test_answers_are_judged_in_the_search_form() -> None:
     }
     for replacement, reason in refused.items():
         assert judge_one(task, text, span, replacement)["rejected"][reason] == 1, replacement
-    for fine in ("a small town", "a town in Štajerska", "a naïve café town"):
+    for fine in ("a small town", "a small château town", "a naïve café town"):  # no names: invented_name
         assert judge_one(task, text, span, fine)["accepted"] == [[15, 20, fine]], fine
     cyrillic = "Он родился в Орможе на Драве."
     assert judge_one(task, cyrillic, (13, 19), "городке")["accepted"] == [[13, 19, "городке"]]  # its context's script

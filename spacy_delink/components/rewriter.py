@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -22,6 +23,7 @@ from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
 from ..llm.models.generalize.model import GeneralizeModel
 from ..llm.models.mask import MaskModel
+from ..llm.tasks.rewrite.fidelity import word_document_frequencies
 from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
@@ -175,6 +177,7 @@ class DelinkRewriter(IndexedComponent):
     def rewrite_texts(self, texts: list[str]) -> list[RewriteResult]:
         """Protect a batch of texts (see ``rewrite.loop``)."""
         self._check_mask()
+        self.task.use_document_frequencies(partial(word_document_frequencies, self.index))
         loop = RewriteLoop(
             name=self.name,
             detect=self._detect,

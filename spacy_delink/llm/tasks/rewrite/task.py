@@ -25,7 +25,9 @@ context does not hold: small models answer every span with the last example's),
 ``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
 (``markup``, ``url``, ``code``, ``instruction``, ``control``: the replacement brings in
 what the span lacks; ``control`` covers every invisible character), ``lookalike``
-(letters of a script or form the context does not use, or a word mixing scripts) or
+(letters of a script or form the context does not use, or a word mixing scripts), one of
+``fidelity.FIDELITY_REASONS`` (``invented_number``, ``invented_name``, ``rarer_word``,
+``negation``, ``broken_sentence``: the rewritten sentence states another fact) or
 ``dissimilar`` (below ``min_similarity``, or with ``above_mask`` less similar than the
 span masked, when those checks are on). Words are compared in
 the search form of SPEC §8, as the adversary's engine reads them.
@@ -45,20 +47,22 @@ from spacy.vocab import Vocab
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
 from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
+from .fidelity import FIDELITY_REASONS, DocumentFrequencies, FidelityCheck
 from .parser import contains_run, extract_json_list, mark_runs, runs, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
 REJECTION_REASONS = (
-    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
+    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", *FIDELITY_REASONS,
+    "dissimilar",
 )
 #: Why a span of a several-span prompt is asked again alone before its pass ends: the
 #: answer as a whole failed (no JSON list) or skipped it. A small model that loses the
 #: thread of a long list often answers one span well.
 RETRY_ALONE = ("malformed", "missing")
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
-CHECKS_VERSION = 5
+CHECKS_VERSION = 6
 CONTEXT_MODES = ("sentence", "window")
 #: Words in a run of the context that a replacement may not restate (``outside``), and in a
 #: run it may not say twice (``repeats``), unless the span itself does.
@@ -136,6 +140,7 @@ class RewriteTask:
         instructions: str,
         spans_key: str,
         similarity: Optional[SimilarityCheck],
+        fidelity: Optional[List[str]] = None,
     ) -> None:
         if context not in CONTEXT_MODES:
             raise InputError(f"task.context must be one of {', '.join(CONTEXT_MODES)}, got {context!r}")
@@ -154,10 +159,19 @@ class RewriteTask:
         self.spans_key = spans_key
         self.similarity = similarity
         self.mask = "[REDACTED]"
+        unknown = sorted(set(fidelity or ()) - set(FIDELITY_REASONS))
+        if unknown:
+            raise InputError(f"task.fidelity: unknown check(s) {', '.join(unknown)}; choose among {', '.join(FIDELITY_REASONS)}")
+        self.fidelity = FidelityCheck(self.mask, checks=FIDELITY_REASONS if fidelity is None else tuple(fidelity))
 
     def use_mask(self, mask: str) -> None:
         """The component's mask, named in the prompt as the fallback replacement."""
         self.mask = mask
+        self.fidelity.mask = mask
+
+    def use_document_frequencies(self, frequencies: DocumentFrequencies) -> None:
+        """Words' document frequencies in the collection (the component's index), for the ``rarer_word`` check."""
+        self.fidelity.frequencies = frequencies
 
     @property
     def prompt_template(self) -> str:
@@ -169,7 +183,7 @@ class RewriteTask:
         above_mask = self.similarity is not None and self.similarity.above_mask
         return self._preamble() + (
             f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt}"
-            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask}"
+            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask} fidelity={','.join(self.fidelity.checks)}"
         )
 
     def _preamble(self) -> str:
@@ -395,4 +409,8 @@ class RewriteTask:
             return False, content
         if introduces_lookalikes(context, replacement.replace(self.mask, " ")):
             return False, "lookalike"
+        left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
+        refusal = self.fidelity.refusal(f"{left}{span}{right}", f"{left}{replacement}{right}", span, replacement)
+        if refusal is not None:
+            return False, refusal
         return True, replacement
