@@ -42,7 +42,10 @@ CORPUS = [
     "The applicant's farm near the river Mura was sold.",
     "The applicant's farm was sold in 1994.",
     "The farm near the river was sold.",
-    "The bank sold a farm."
+    "The bank sold a farm.",
+    # The fake endpoint's replacement is a word of the collection, in more documents than any
+    # flagged word: the rarer_word check (never a rarer word than the rarest replaced) accepts it.
+    *[f"{REPLACEMENT}." for _ in range(3)],
 ]
 TEXT = "Her farm near the river Mura was sold."
 K = 3
@@ -295,7 +298,7 @@ def test_answers_that_restate_the_context_or_loop_are_refused() -> None:
     assert judge_one(task, quoted, convention, "Convention\u201d)" + "]" * 40)["rejected"]["repeats"] == 1
     dots = "The list read: item one.... item two, and then it ended."
     ellipsis = (dots.index("item one"), dots.index(", and"))
-    assert judge_one(task, dots, ellipsis, "the first.... the second")["accepted"]  # the span has that run too
+    assert judge_one(task, dots, ellipsis, "part one.... part two")["accepted"]  # the span has that run too
 
 
 def test_similarity_check_refuses_replacements_that_drift() -> None:
