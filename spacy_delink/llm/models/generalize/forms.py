@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import spacy
 from spacy.lang.de.stop_words import STOP_WORDS as GERMAN_STOP_WORDS
@@ -125,7 +125,7 @@ def number_value(text: str, lang: str) -> Optional[float]:
 def format_number(value: float, lang: str) -> str:
     """``value`` in the language's notation, without trailing zeros."""
     text = f"{value:,.2f}".rstrip("0").rstrip(".") if value != int(value) else f"{int(value):,}"
-    return text if lang == "en" else text.translate(str.maketrans({",": ".", ".": ","}))
+    return text if lang == "en" else text.translate(str.maketrans(",.", ".,"))
 
 
 def round_significant(value: float, digits: int) -> float:
@@ -166,7 +166,7 @@ def _patterns(lang: str) -> Dict[str, List[List[Dict]]]:
     year = {"SHAPE": "dddd"}
     number = {"LIKE_NUM": True, "TEXT": {"REGEX": r"^\d[\d.,]*$"}}
     scale = {"LOWER": {"IN": list(SCALES[lang])}, "OP": "?"}
-    currency = [{"LOWER": {"IN": CURRENCY_CODES}}, {"IS_CURRENCY": True}]
+    currency: List[Dict[str, Any]] = [{"LOWER": {"IN": CURRENCY_CODES}}, {"IS_CURRENCY": True}]
     units = list(DURATION_UNITS[lang])
     of = [{"LOWER": "of", "OP": "?"}] if lang == "en" else []
     comma = {"ORTH": ",", "OP": "?"}
@@ -179,7 +179,7 @@ def _patterns(lang: str) -> Dict[str, List[List[Dict]]]:
             [prep, {"LOWER": {"IN": ["jahr", "jahre"]}, "OP": "?"}, year],
         ],
         "amount": [
-            *([c, number, scale] for c in currency),
+            *[[c, number, scale] for c in currency],
             [number, scale, {"LOWER": {"IN": CURRENCY_WORDS + CURRENCY_CODES}}],
         ],
         "percentage": [[number, {"LOWER": {"IN": PERCENT_WORDS}}, {"LOWER": "cent", "OP": "?"}]],
