@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import spacy
 
+from fake_openai_server import prompt_items
 from hostile_openai import ISSUE_EXAMPLES, HostileOpenAI
 from spacy_delink.errors import InputError
 from spacy_delink.llm.models.openai_compatible import make_openai_compatible
@@ -126,3 +127,75 @@ def test_the_1871_model_gets_no_answer_accepted_on_the_samples(server: HostileOp
     assert all("1871" not in doc.text for doc in docs)
     refused = {k: v for k, v in rewriter.stats.items() if k.startswith("rejected_")}
     assert refused.get("rejected_invented_number", 0) > 0, refused
+
+
+# -- whole sentences (task.unit = "sentence") ----------------------------------------------------
+SENTENCES = "The farm near the river Sava was registered in 1997. The owner kept bees. It was sold."
+
+
+def test_sentence_items_hold_whole_sentences_and_the_phrases_to_drop() -> None:
+    task = make_rewrite_task(unit="sentence", spans_per_prompt=5)
+    sava, year = SENTENCES.index("Sava"), SENTENCES.index("1997")
+    doc = task.request_doc(spacy.blank("en").vocab, SENTENCES, [(sava, sava + 4), (year, year + 4)])
+    ((prompt,), _), = list(task.generate_prompts([doc]))
+    items = prompt_items(prompt)
+    first = SENTENCES[: SENTENCES.index(" The owner")]
+    assert items == [{"id": 1, "context": f"⟦{first}⟧", "span": first, "remove": ["Sava", "1997"]}]  # one item for both
+    assert "remove" in prompt and "Keep every other fact" in prompt
+    with pytest.raises(InputError, match="task.unit must be one of span, sentence"):
+        make_rewrite_task(unit="clause")
+
+
+def test_sentence_examples_are_the_generalizers_own_outputs() -> None:
+    from spacy_delink.llm.models.generalize import candidates
+    from spacy_delink.llm.tasks.rewrite.registry import SENTENCE_EXAMPLES, read_examples
+
+    examples = read_examples(SENTENCE_EXAMPLES)
+    generalized = 0
+    for example in examples:
+        assert all(phrase in example["span"] and phrase not in example["replacement"] for phrase in example["remove"])
+        forms = [form for c in candidates(example["span"], "en") if example["span"][c.start : c.end] in " ".join(example["remove"])
+                 or any(p in example["span"][c.start : c.end] for p in example["remove"]) for form in c.forms]
+        generalized += any(form.lower() in example["replacement"].lower() for form in forms)
+    assert generalized >= 2
+
+
+def test_a_rewritten_sentence_replaces_its_sentence_and_is_checked(server: HostileOpenAI, tmp_path: Path) -> None:
+    from spacy_delink.linkage.index import IndexBuilder
+
+    corpus = [
+        "The farm near the river Sava was registered in 1997. The owner kept bees. It was sold.",
+        "A farm near a river was registered in the 1990s. The owner kept bees. It was sold.",
+        "A farm near a river was registered in the 1990s. The owner kept bees. It was sold, we hear.",
+        "The owner kept bees. It was sold.",
+    ]
+    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(corpus)], tmp_path / "index")
+    first = SENTENCES[: SENTENCES.index(" The owner")]
+    rewritten = "A farm near a river was registered in the 1990s."
+    server.script = {first: rewritten}
+    nlp = spacy.blank("en")
+    nlp.add_pipe("delink_rewriter", config={
+        "index": str(tmp_path / "index"), "k": 2, "arity": 1, "max_passes": 1, "cache_dir": None, "keep_source": True,
+        "task": {"@llm_tasks": "spacy_delink.Rewrite.v1", "unit": "sentence"},
+        "model": {"@llm_models": "spacy_delink.OpenAICompatible.v1", "base_url": server.base_url, "name": "script",
+                  "retries": 1, "backoff": 0.0, "timeout": 5.0},
+    })
+    doc = nlp(SENTENCES)
+    assert doc.text == f"{rewritten} The owner kept bees. It was sold." and doc._.delink_protected
+    assert [(e["start"], e["end"], e["original"], e["by"]) for e in doc._.delink_edits] == [(0, len(first), first, "llm")]
+    # The same sentence with a phrase to drop still in it is an echo; one that invents a year is refused too.
+    task = make_rewrite_task(unit="sentence")
+    sava = SENTENCES.index("Sava")
+    for answer, reason in ((first.replace("1997", "the 1990s"), "echo"), (rewritten.replace("the 1990s", "1871"), "invented_number")):
+        server.script = {first: answer}
+        result = verdicts_with(task, server, SENTENCES, [(sava, sava + 4)])
+        assert result["accepted"] == [] and result["rejected"][reason] == 1, (answer, result["rejected"])
+
+
+def verdicts_with(task: Any, server: HostileOpenAI, text: str, spans: list[tuple[int, int]]) -> dict[str, Any]:
+    model = make_openai_compatible(server.base_url, "script", retries=1, backoff=0.0, timeout=5.0)
+    doc = task.request_doc(spacy.blank("en").vocab, text, spans)
+    prompts, shards = zip(*task.generate_prompts([doc]))
+    (answered,) = task.parse_responses(shards, model(prompts))
+    result: dict[str, Any] = answered.user_data[RESULT_KEY]
+    return result
