@@ -28,7 +28,7 @@ arity (the documents begun go on; the Mask model then runs on the same ones).
 Every accepted rephrasing and generalization is listed (``rephrasings``, ``generalizations``).
 Usage: python benchmarks/bench_llm_rewrite.py [--model PATH.gguf] [--sets sample,tab] [--arity 1,3]
        [--limit 10] [--max-seconds 1800] [--threads 2] [--spans-per-prompt 1] [--max-passes 2] [--tab DIR]
-       [--template instructions.txt] [--examples examples.jsonl] [--above-mask]
+       [--template instructions.txt] [--examples examples.jsonl] [--above-mask] [--unit span|sentence]
 Prints one JSON object.
 """
 from __future__ import annotations
@@ -87,7 +87,7 @@ def rewriter(index: Path, arity: int, model: dict[str, Any] | None, args: argpar
             max_passes=args.max_passes,
             model={"@llm_models": "spacy_delink.Generalize.v1", "model": model},
             task={"@llm_tasks": "spacy_delink.Rewrite.v1", "spans_per_prompt": args.spans_per_prompt,
-                  "template": args.template, "examples": args.examples, "above_mask": args.above_mask},
+                  "template": args.template, "examples": args.examples, "above_mask": args.above_mask, "unit": args.unit},
         )
     component = nlp.add_pipe("delink_rewriter", config=config)
     if component.uses_llm:
@@ -213,6 +213,7 @@ def main() -> None:
     parser.add_argument("--max-passes", type=int, default=2)
     parser.add_argument("--template", help="prompt instructions file (default: the shipped prompt)")
     parser.add_argument("--examples", help="few-shot examples JSONL (default: the shipped examples)")
+    parser.add_argument("--unit", default="span", choices=["span", "sentence"], help="task.unit: rewrite spans or whole sentences")
     parser.add_argument("--above-mask", action="store_true", help="task.above_mask: keep rephrasings closer than the mask")
     parser.add_argument("--tab", type=Path, default=ROOT.parent / "shared" / "data" / "tab")
     args = parser.parse_args()
@@ -237,7 +238,7 @@ def main() -> None:
         "k": K,
         "settings": {"spans_per_prompt": args.spans_per_prompt, "max_passes": args.max_passes, "limit": args.limit,
                      "max_seconds": args.max_seconds, "template": args.template or "shipped",
-                     "examples": args.examples or "shipped", "above_mask": args.above_mask},
+                     "examples": args.examples or "shipped", "above_mask": args.above_mask, "unit": args.unit},
         "similarity": "all-MiniLM-L6-v2 cosine, de-identified vs protected (delink evaluate)" if encoder else reason,
         "sets": {},
     }
