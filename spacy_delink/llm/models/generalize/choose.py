@@ -76,7 +76,10 @@ class Generalizer:
     def generalize(self, text: str, detection: Detection, detect: Callable[[str], Detection]) -> Tuple[List[Generalization], Detection]:
         """The generalizations to apply to ``text`` (offsets into it) and the detection of the text with them applied."""
         flagged = _flagged(detection)
-        pending = [c for c in candidates(text, self.lang) if c.kind in self._kinds and _overlaps(c.value_start, c.end, flagged)]
+        if not flagged:
+            return [], detection
+        found = candidates(text, self.lang, within=flagged)
+        pending = [c for c in found if c.kind in self._kinds and _overlaps(c.value_start, c.end, flagged)]
         level = {candidate: 0 for candidate in pending}
         settled: Dict[Candidate, str] = {}
         last: Optional[Tuple[Dict[Candidate, str], Detection]] = None

@@ -189,7 +189,7 @@ def _patterns(lang: str) -> Dict[str, List[List[Dict]]]:
     if lang == "en":
         patterns["age"] = [
             [{"LOWER": "aged"}, number],
-            [{"LOWER": "at", "OP": "?"}, {"LOWER": "the", "OP": "?"}, {"LOWER": "age"}, {"LOWER": "of"}, number],
+            [{"LOWER": "at"}, {"LOWER": "the"}, {"LOWER": "age"}, {"LOWER": "of"}, number],
             [number, {"LOWER": {"IN": ["years", "year"]}}, {"LOWER": "old"}],
             [number, {"LOWER": "years"}, {"LOWER": "of"}, {"LOWER": "age"}],
         ]
@@ -205,6 +205,7 @@ def _patterns(lang: str) -> Dict[str, List[List[Dict]]]:
 @lru_cache(maxsize=None)
 def _pipeline(lang: str) -> tuple[Language, Matcher]:
     nlp = spacy.blank(lang)
+    nlp.max_length = 1 << 40  # only the tokenizer runs: no parser or NER memory to guard
     matcher = Matcher(nlp.vocab)
     for kind, patterns in _patterns(lang).items():
         matcher.add(kind, patterns)
@@ -213,9 +214,14 @@ def _pipeline(lang: str) -> tuple[Language, Matcher]:
 
 # -- forms per kind ---------------------------------------------------------------------
 
-def _at_sentence_start(span: Span) -> bool:
-    before = span.doc.text[: span.start_char].rstrip()
-    return not before or before[-1] in ".!?:\n"
+def _at_sentence_start(text: str, start: int) -> bool:
+    """Whether only whitespace after a sentence's end, a line break or the text's start comes before ``start``."""
+    i = start - 1
+    while i >= 0 and text[i].isspace():
+        if text[i] == "\n":
+            return True
+        i -= 1
+    return i < 0 or text[i] in ".!?"
 
 
 def _capitalize(form: str) -> str:
@@ -242,6 +248,8 @@ def _date_forms(span: Span, lang: str) -> List[str]:
         month = int(parts[1]) if "." in text and 1 <= int(parts[1]) <= 12 else None
     elif any(t.orth_ == "-" for t in words):  # ISO 1995-03-12
         month, day = int(words[2].text), True
+    if month is not None and not 1 <= month <= 12:
+        month = None
     if not 1000 <= year <= 2099:
         return []
     forms = []
@@ -329,7 +337,8 @@ def _duration_forms(span: Span, lang: str) -> List[str]:
 def _ordinal_forms(span: Span, lang: str) -> List[str]:
     digits = span[1].text.rstrip("stndrh")
     following = span.doc[span.end].lower_ if span.end < len(span.doc) else ""
-    if not digits.isdigit() or int(digits) < 2 or following in ("century", "centuries", "floor", "birthday") or not following.isalpha():
+    if (not digits.isdigit() or int(digits) < 2 or following in ("century", "centuries", "floor", "birthday")
+            or not following.isalpha() or following in ENGLISH_STOP_WORDS):  # "the 4th of March": a day, not a rank
         return []
     return [WORDS[lang]["later"]]
 
@@ -348,20 +357,44 @@ def _is_identifier(span: Span) -> bool:
     return (before is not None and before.lower_ in IDENTIFIER_WORDS) or (after is not None and after.text in ("/",) and not after.whitespace_)
 
 
-def candidates(text: str, lang: Optional[str] = None) -> List[Candidate]:
-    """Every generalizable stretch of ``text`` (the longest where matches overlap), in order, with its forms."""
-    lang = lang if lang in LANGUAGES else guess_language(text)
+#: Characters read on each side of a range ``candidates`` is asked about (a date's preposition, an amount's currency).
+MARGIN = 60
+
+
+def _windows(text: str, within: Sequence[tuple[int, int]]) -> List[tuple[int, int]]:
+    """The ranges widened by ``MARGIN`` to the nearest whitespace, merged."""
+    merged: List[List[int]] = []
+    for start, end in sorted(within):
+        left = text.rfind(" ", 0, max(0, start - MARGIN)) + 1
+        right = text.find(" ", min(len(text), end + MARGIN))
+        right = len(text) if right < 0 else right
+        if merged and left <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], right)
+        else:
+            merged.append([left, right])
+    return [(a, b) for a, b in merged]
+
+
+def candidates(text: str, lang: Optional[str] = None, within: Optional[Sequence[tuple[int, int]]] = None) -> List[Candidate]:
+    """Every generalizable stretch of ``text`` (the longest where matches overlap), in order, with its forms.
+
+    ``within``: read only around these character ranges (a long document's flagged spans), not the whole text.
+    """
+    lang = lang if lang in LANGUAGES else guess_language(text[:100_000])
     nlp, matcher = _pipeline(lang)
-    doc = nlp.make_doc(text)
-    spans = filter_spans([Span(doc, start, end, label=match_id) for match_id, start, end in matcher(doc)])
     found = []
-    for span in spans:
-        if _is_identifier(span):
-            continue
-        forms = FORMS[span.label_](span, lang)
-        forms = [_capitalize(form) for form in forms] if _at_sentence_start(span) else forms
-        forms = [form for form in dict.fromkeys(forms) if form != span.text]
-        if forms:
-            prep = span.label_ == "date" and span[0].lower_ in DATE_PREPOSITIONS[lang]
-            found.append(Candidate(span.start_char, span.end_char, span.label_, tuple(forms), span[1].idx if prep else span.start_char))
+    for offset, stop in [(0, len(text))] if within is None else _windows(text, within):
+        doc = nlp.make_doc(text[offset:stop])
+        spans = filter_spans([Span(doc, start, end, label=match_id) for match_id, start, end in matcher(doc)])
+        for span in spans:
+            if _is_identifier(span):
+                continue
+            forms = FORMS[span.label_](span, lang)
+            start = offset + span.start_char
+            forms = [_capitalize(form) for form in forms] if _at_sentence_start(text, start) else forms
+            forms = [form for form in dict.fromkeys(forms) if form != span.text]
+            if forms:
+                prep = span.label_ == "date" and span[0].lower_ in DATE_PREPOSITIONS[lang]
+                value_start = offset + (span[1].idx if prep else span.start_char)
+                found.append(Candidate(start, offset + span.end_char, span.label_, tuple(forms), value_start))
     return found
