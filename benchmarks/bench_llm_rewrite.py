@@ -1,16 +1,23 @@
-"""A real local language model (``spacy_delink.LlamaCpp.v1``) against the Mask model, same documents, same run.
+"""Mask, Generalize→Mask and a real local language model (``spacy_delink.LlamaCpp.v1``), same documents, same run.
 
 For each document set (the 12 shipped sample documents against samples/corpus.jsonl; the
 first TAB manual de-identifications against the TAB collection) and each arity, the same
-documents go through ``delink_rewriter`` twice, once with the GGUF model and once with
-the Mask model, at k = 2, and the JSON reports for each:
+documents go through ``delink_rewriter`` once per configuration, at k = 2:
+
+* ``mask``: the Mask model without its generalizer (``generalize = false``: the old default);
+* ``generalize_mask``: the Mask model as shipped (generalize flagged numbers and dates, then mask);
+* ``generalize_llm`` (with ``--model``): ``Generalize.v1`` in front of the GGUF model, every
+  answer under the task's checks (fidelity included), the mask fallback after it;
+
+and the JSON reports for each:
 
 * seconds per document, LLM calls (prompts answered), seconds per prompt, passes;
 * what fixed the flagged spans: each span flagged in the input is traced through the
   passes' edits to the output and counted as ``masked`` (a mask covers part of it),
-  ``rephrased`` (only the model's rewrites touch it) or ``untouched`` (a neighbouring edit
-  broke it); ``fixed_by_rewriting`` is the rephrased share of the flagged spans. Edits are
-  also counted by what made them: the model's rephrasing, its own mask answer, the fallback;
+  ``rephrased`` (the model's rewrites touch it, no mask), ``generalized`` (only the
+  generalizer's edits touch it) or ``untouched`` (a neighbouring edit broke it);
+  ``fixed_by_rewriting`` is the rephrased share of the flagged spans. Edits are also counted
+  by what made them: the generalizer, the model's rephrasing, its own mask answer, the fallback;
 * rejected answers by reason, spans retried one per prompt, constrained (grammar) prompts;
 * tokens changed and the cosine similarity of de-identified vs protected text, both as
   ``delink evaluate`` computes them (``compare_texts``; all-MiniLM-L6-v2 document embeddings);
@@ -18,9 +25,10 @@ the Mask model, at k = 2, and the JSON reports for each:
 
 Runs are bounded: ``--limit`` documents per set, ``--max-seconds`` of model run per set and
 arity (the documents begun go on; the Mask model then runs on the same ones).
-Usage: python benchmarks/bench_llm_rewrite.py --model PATH.gguf [--sets sample,tab] [--arity 1,3]
+Every accepted rephrasing and generalization is listed (``rephrasings``, ``generalizations``).
+Usage: python benchmarks/bench_llm_rewrite.py [--model PATH.gguf] [--sets sample,tab] [--arity 1,3]
        [--limit 10] [--max-seconds 1800] [--threads 2] [--spans-per-prompt 1] [--max-passes 2] [--tab DIR]
-       [--template instructions.txt] [--examples examples.jsonl] [--above-mask]
+       [--template instructions.txt] [--examples examples.jsonl] [--above-mask] [--unit span|sentence]
 Prints one JSON object.
 """
 from __future__ import annotations
@@ -49,6 +57,7 @@ from tab_testbed import load_tab  # noqa: E402
 from spacy_delink.evaluate.metrics import compare_texts  # noqa: E402
 from spacy_delink.linkage.attack import detect  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
+from spacy_delink.llm.models.generalize import model as _registers_generalize  # noqa: E402,F401  (before any reinstall)
 from spacy_delink.rewrite.masking import merge_ranges  # noqa: E402
 from spacy_delink.semantic.encoder import DocumentEncoder, embeddings_unavailable  # noqa: E402
 
@@ -71,17 +80,19 @@ def rewriter(index: Path, arity: int, model: dict[str, Any] | None, args: argpar
     nlp = spacy.blank("en")
     # keep_source: the benchmark lists what the model rephrased into what
     config: dict[str, Any] = {"index": str(index), "k": K, "arity": arity, "cache_dir": None, "threads": 1, "keep_source": True}
-    if model is not None:
+    if model is not None and model["@llm_models"] == "spacy_delink.Mask.v1":
+        config.update(model=model)
+    elif model is not None:
         config.update(
             max_passes=args.max_passes,
-            model=model,
+            model={"@llm_models": "spacy_delink.Generalize.v1", "model": model},
             task={"@llm_tasks": "spacy_delink.Rewrite.v1", "spans_per_prompt": args.spans_per_prompt,
-                  "template": args.template, "examples": args.examples, "above_mask": args.above_mask},
+                  "template": args.template, "examples": args.examples, "above_mask": args.above_mask, "unit": args.unit},
         )
     component = nlp.add_pipe("delink_rewriter", config=config)
-    if model is not None:
-        component.model._loaded()  # the model file is read here, not inside the first document's time
-        component.model = TimedModel(component.model)
+    if component.uses_llm:
+        component.model.then._loaded()  # the model file is read here, not inside the first document's time
+        component.model.then = TimedModel(component.model.then)
     return nlp, component
 
 
@@ -98,14 +109,17 @@ def run(nlp: Any, component: Any, texts: list[str], budget: float) -> tuple[list
 
 
 def by_kind(edit: dict[str, Any]) -> str:
-    """What made an edit: the model's rephrasing, the model's own mask answer, or the mask fallback."""
-    if edit["by"] == "mask":
-        return "mask_fallback"
+    """What made an edit: the generalizer, the model's rephrasing, the model's own mask answer, or the mask fallback."""
+    if edit["by"] in ("mask", "generalize"):
+        return {"mask": "mask_fallback", "generalize": "generalized"}[edit["by"]]
     return "llm_mask" if edit["replacement"].strip() == MASK else "rephrased"
 
 
+FATE = {"rephrased": "llm", "generalized": "generalize"}
+
+
 def source_fates(source: str, edits: list[dict[str, Any]]) -> list[str]:
-    """What became of each character of ``source``: ``kept``, ``llm`` (rewritten) or ``mask`` (under a mask).
+    """What became of each character of ``source``: ``kept``, ``llm`` (rewritten), ``generalize`` or ``mask`` (under a mask).
 
     Edits are replayed pass by pass (their offsets are into the text before their pass);
     each character of the current text remembers the source range it stands for, so a
@@ -118,24 +132,24 @@ def source_fates(source: str, edits: list[dict[str, Any]]) -> list[str]:
             rebuilt += owners[cursor : edit["start"]]
             covered = owners[edit["start"] : edit["end"]] or owners[max(0, edit["start"] - 1) : edit["start"] + 1]
             low, high = min(o[1] for o in covered), max(o[2] for o in covered)
-            rebuilt += [("mask" if by_kind(edit) != "rephrased" else "llm", low, high)] * len(edit["replacement"])
+            rebuilt += [(FATE.get(by_kind(edit), "mask"), low, high)] * len(edit["replacement"])
             cursor = edit["end"]
         owners = rebuilt + owners[cursor:]
     fates = ["kept"] * len(source)
     for kind, low, high in owners:
         if kind != "kept":
             for i in range(low, high):
-                fates[i] = "mask" if kind == "mask" or fates[i] == "mask" else "llm"
+                fates[i] = "mask" if "mask" in (kind, fates[i]) else "llm" if "llm" in (kind, fates[i]) else kind
     return fates
 
 
 def span_fates(source: str, edits: list[dict[str, Any]], spans: list[tuple[int, int]]) -> Counter[str]:
-    """Each flagged span of ``source``: ``masked``, ``rephrased`` or ``untouched`` (see the module docstring)."""
+    """Each flagged span of ``source``: ``masked``, ``rephrased``, ``generalized`` or ``untouched`` (see the module docstring)."""
     fates = source_fates(source, edits)
     counted: Counter[str] = Counter()
     for start, end in spans:
         inside = set(fates[start:end])
-        counted["masked" if "mask" in inside else "rephrased" if "llm" in inside else "untouched"] += 1
+        counted["masked" if "mask" in inside else "rephrased" if "llm" in inside else "generalized" if "generalize" in inside else "untouched"] += 1
     return counted
 
 
@@ -151,10 +165,10 @@ def summary(
         fates.update(span_fates(text, doc._.delink_edits, spans))
     flagged = sum(len(spans) for spans in flagged_spans)
     compared = [compare_texts(index.tokenizer, before, doc.text) for before, doc in zip(texts, docs)]
-    inner = getattr(component.model, "model", component.model)
-    stats = Counter(getattr(inner, "stats", {}))
+    timed = getattr(component.model, "then", component.model)  # the TimedModel behind Generalize.v1
+    stats = Counter(getattr(getattr(timed, "model", timed), "stats", {}))
     calls = int(stats["calls"])
-    model_seconds = getattr(component.model, "seconds", 0.0)
+    model_seconds = getattr(timed, "seconds", 0.0)
     result: dict[str, Any] = {
         "documents": len(docs),
         "seconds_per_document": round(statistics.mean(seconds), 2),
@@ -162,7 +176,7 @@ def summary(
         "seconds_per_prompt": round(model_seconds / calls, 2) if calls else None,
         "passes_mean": round(statistics.mean(doc._.delink_passes for doc in docs), 2),
         "flagged_spans_before": flagged,
-        "flagged_span_fates": {fate: fates[fate] for fate in ("rephrased", "masked", "untouched")},
+        "flagged_span_fates": {fate: fates[fate] for fate in ("rephrased", "generalized", "masked", "untouched")},
         "fixed_by_rewriting": round(fates["rephrased"] / flagged, 3) if flagged else None,
         "declined_to_mask": component.stats["declined_to_mask"],
         "edits": dict(by),
@@ -176,6 +190,7 @@ def summary(
         # a fresh detection under the component's k, arity and readings: not the component's own verdict
         "protected": sum(detect(index, doc.text, K, arity, readings=component.readings).protected for doc in docs),
         "rephrasings": [[e["original"], e["replacement"]] for e in edits if by_kind(e) == "rephrased"],
+        "generalizations": [[e["original"], e["replacement"]] for e in edits if by_kind(e) == "generalized"],
     }
     if encoder is not None:
         before = encoder.encode(texts)
@@ -188,7 +203,7 @@ def summary(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a GGUF model file")
+    parser.add_argument("--model", help="a GGUF model file (without: only mask and generalize_mask)")
     parser.add_argument("--sets", default="sample", help="comma-separated: sample, tab")
     parser.add_argument("--arity", default="1,3")
     parser.add_argument("--limit", type=int, default=10, help="documents per set")
@@ -198,24 +213,32 @@ def main() -> None:
     parser.add_argument("--max-passes", type=int, default=2)
     parser.add_argument("--template", help="prompt instructions file (default: the shipped prompt)")
     parser.add_argument("--examples", help="few-shot examples JSONL (default: the shipped examples)")
+    parser.add_argument("--unit", default="span", choices=["span", "sentence"], help="task.unit: rewrite spans or whole sentences")
     parser.add_argument("--above-mask", action="store_true", help="task.above_mask: keep rephrasings closer than the mask")
     parser.add_argument("--tab", type=Path, default=ROOT.parent / "shared" / "data" / "tab")
     args = parser.parse_args()
-    model_path = Path(args.model)
-    model = {"@llm_models": "spacy_delink.LlamaCpp.v1", "model_path": str(model_path), "n_threads": args.threads}
+    model_path = Path(args.model) if args.model else None
+    configurations: dict[str, dict[str, Any]] = {
+        "mask": {"@llm_models": "spacy_delink.Mask.v1", "generalize": False},
+        "generalize_mask": {"@llm_models": "spacy_delink.Mask.v1"},
+    }
+    if model_path is not None:
+        configurations["generalize_llm"] = {"@llm_models": "spacy_delink.LlamaCpp.v1", "model_path": str(model_path), "n_threads": args.threads}
     reason = embeddings_unavailable()
     encoder = None if reason else DocumentEncoder()
-    digest = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    command = " ".join(["python", "benchmarks/bench_llm_rewrite.py", *sys.argv[1:]])
     out: dict[str, Any] = {
         "benchmark": "bench_llm_rewrite",
-        "command": " ".join(["python", "benchmarks/bench_llm_rewrite.py", *sys.argv[1:]]).replace(str(model_path), model_path.name),
+        "command": command.replace(str(model_path), model_path.name) if model_path else command,
         # Seconds per prompt depend on whether the cores were shared: the load says so.
         "machine": {"cpus": os.cpu_count(), "load_average_1min_start": round(os.getloadavg()[0], 2)},
-        "model": {"file": model_path.name, "bytes": model_path.stat().st_size, "sha256": digest, "n_threads": args.threads},
+        "model": None if model_path is None else {
+            "file": model_path.name, "bytes": model_path.stat().st_size,
+            "sha256": hashlib.sha256(model_path.read_bytes()).hexdigest(), "n_threads": args.threads},
         "k": K,
         "settings": {"spans_per_prompt": args.spans_per_prompt, "max_passes": args.max_passes, "limit": args.limit,
                      "max_seconds": args.max_seconds, "template": args.template or "shipped",
-                     "examples": args.examples or "shipped", "above_mask": args.above_mask},
+                     "examples": args.examples or "shipped", "above_mask": args.above_mask, "unit": args.unit},
         "similarity": "all-MiniLM-L6-v2 cosine, de-identified vs protected (delink evaluate)" if encoder else reason,
         "sets": {},
     }
@@ -228,13 +251,16 @@ def main() -> None:
             index = open_index(path)
             for arity in (int(a) for a in args.arity.split(",")):
                 started = time.perf_counter()
-                nlp, component = rewriter(path, arity, model, args)
-                docs, seconds = run(nlp, component, texts, args.max_seconds)
-                llm = summary(component, index, arity, texts[: len(docs)], docs, seconds, encoder)
-                nlp, component = rewriter(path, arity, None, args)
-                docs, seconds = run(nlp, component, texts[: len(docs)], float("inf"))
-                mask = summary(component, index, arity, texts[: len(docs)], docs, seconds, encoder)
-                out["sets"][f"{name}/arity{arity}"] = {"llm": llm, "mask": mask, "wall_seconds": round(time.perf_counter() - started, 1)}
+                results: dict[str, Any] = {}
+                done = texts
+                # The LLM first: its time budget decides how many documents the others get.
+                for configuration in sorted(configurations, key=lambda c: c != "generalize_llm"):
+                    nlp, component = rewriter(path, arity, configurations[configuration], args)
+                    budget = args.max_seconds if configuration == "generalize_llm" else float("inf")
+                    docs, seconds = run(nlp, component, done, budget)
+                    done = done[: len(docs)]
+                    results[configuration] = summary(component, index, arity, done, docs, seconds, encoder)
+                out["sets"][f"{name}/arity{arity}"] = {**results, "wall_seconds": round(time.perf_counter() - started, 1)}
                 print(json.dumps({f"{name}/arity{arity}": out["sets"][f"{name}/arity{arity}"]}), file=sys.stderr, flush=True)
     out["machine"]["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out, indent=1, ensure_ascii=False))

@@ -287,6 +287,8 @@ def make_rewrite_task(
     min_similarity: Optional[float] = None,
     similarity_model: Optional[str] = None,
     above_mask: bool = False,
+    fidelity: Optional[list[str]] = None,
+    unit: str = "span",
 ) -> Any:
     """The rewrite task (a ``RewriteTask``); ``examples`` defaults to the shipped ``examples.jsonl``.
 
@@ -294,18 +296,24 @@ def make_rewrite_task(
     ``min_similarity``: refuse replacements whose context embedding falls below this cosine
     (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
     folder instead of the shipped all-MiniLM-L6-v2; ``above_mask``: also refuse a rephrasing
-    whose context is less similar to the original than the context with the span masked.
+    whose context is less similar to the original than the context with the span masked;
+    ``fidelity``: the never-invent checks to run (``fidelity.FIDELITY_REASONS``; None = all);
+    ``unit``: "span" (rewrite each flagged span) or "sentence" (each sentence holding them,
+    with ``template``/``examples`` defaulting to the shipped sentence prompt).
     """
     from .llm.tasks.rewrite.content import SimilarityCheck
-    from .llm.tasks.rewrite.registry import DEFAULT_EXAMPLES, read_examples, read_template
-    from .llm.tasks.rewrite.task import DEFAULT_TEMPLATE, RewriteTask
+    from .llm.tasks.rewrite.registry import DEFAULT_EXAMPLES, SENTENCE_EXAMPLES, read_examples, read_template
+    from .llm.tasks.rewrite.task import DEFAULT_TEMPLATE, SENTENCE_TEMPLATE, RewriteTask
 
+    sentences = unit == "sentence"
     return RewriteTask(
-        read_examples(examples or DEFAULT_EXAMPLES),
+        read_examples(examples or (SENTENCE_EXAMPLES if sentences else DEFAULT_EXAMPLES)),
         context,
         window,
         spans_per_prompt,
-        read_template(template or DEFAULT_TEMPLATE),
+        read_template(template or (SENTENCE_TEMPLATE if sentences else DEFAULT_TEMPLATE)),
         spans_key,
         SimilarityCheck.from_settings(min_similarity, similarity_model, above_mask),
+        fidelity,
+        unit,
     )

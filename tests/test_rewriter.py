@@ -42,7 +42,10 @@ CORPUS = [
     "The applicant's farm near the river Mura was sold.",
     "The applicant's farm was sold in 1994.",
     "The farm near the river was sold.",
-    "The bank sold a farm."
+    "The bank sold a farm.",
+    # The fake endpoint's replacement is a word of the collection, in more documents than any
+    # flagged word: the rarer_word check (never a rarer word than the rarest replaced) accepts it.
+    *[f"{REPLACEMENT}." for _ in range(3)],
 ]
 TEXT = "Her farm near the river Mura was sold."
 K = 3
@@ -159,7 +162,7 @@ def test_combinations_are_masked_until_protected_at_arity_3(index_path: Path) ->
     rewriter = spacy.blank("en").add_pipe("delink_rewriter", config={"index": str(index_path), "k": 2, "arity": 3})
     result = rewriter.rewrite_texts([text])[0]
     assert before["anonymity"] == 1  # linkable before
-    assert result.protected and all(e["by"] == "mask" for e in result.edits)
+    assert result.protected and {e["by"] for e in result.edits} <= {"generalize", "mask"}  # the Mask model generalizes first
     assert_protected(result.text, k=2, arity=3)
     assert replay(text, result.edits) == result.text
 
@@ -241,7 +244,7 @@ def test_answers_are_judged_in_the_search_form() -> None:
     }
     for replacement, reason in refused.items():
         assert judge_one(task, text, span, replacement)["rejected"][reason] == 1, replacement
-    for fine in ("a small town", "a town in Štajerska", "a naïve café town"):
+    for fine in ("a small town", "a small château town", "a naïve café town"):  # no names: invented_name
         assert judge_one(task, text, span, fine)["accepted"] == [[15, 20, fine]], fine
     cyrillic = "Он родился в Орможе на Драве."
     assert judge_one(task, cyrillic, (13, 19), "городке")["accepted"] == [[13, 19, "городке"]]  # its context's script
@@ -295,7 +298,7 @@ def test_answers_that_restate_the_context_or_loop_are_refused() -> None:
     assert judge_one(task, quoted, convention, "Convention\u201d)" + "]" * 40)["rejected"]["repeats"] == 1
     dots = "The list read: item one.... item two, and then it ended."
     ellipsis = (dots.index("item one"), dots.index(", and"))
-    assert judge_one(task, dots, ellipsis, "the first.... the second")["accepted"]  # the span has that run too
+    assert judge_one(task, dots, ellipsis, "part one.... part two")["accepted"]  # the span has that run too
 
 
 def test_similarity_check_refuses_replacements_that_drift() -> None:

@@ -63,7 +63,8 @@ def test_every_output_is_protected_per_the_spec_oracle(tab: dict[str, object]) -
         assert record["protected"] is True and record["linkage_risk_after"] == 0.0
         assert spec_oracle.assess([], str(record["text"]), K, 8, index=oracle_index)["ngrams"] == []
         edits = record["edits"]
-        assert all(e["by"] == "mask" and e["replacement"] == "[REDACTED]" for e in edits)  # type: ignore[index, union-attr]
+        # the Mask model generalizes flagged numbers and dates first (models.generalize), then masks
+        assert all(e["by"] == "generalize" or (e["by"] == "mask" and e["replacement"] == "[REDACTED]") for e in edits)  # type: ignore[index, union-attr]
         masked_share.append(len(edits) / max(len(spec_oracle.tokenize(source["text"])[0]), 1))  # type: ignore[arg-type]
     # The manual de-identification leaves most documents linkable; token masking changes a minority of tokens.
     assert sum(bool(r["edits"]) for r in records) > 100

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -20,7 +21,9 @@ from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
 from ..linkage.combinations import check_arity
 from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
+from ..llm.models.generalize.model import GeneralizeModel
 from ..llm.models.mask import MaskModel
+from ..llm.tasks.rewrite.fidelity import word_document_frequencies
 from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
@@ -140,7 +143,8 @@ class DelinkRewriter(IndexedComponent):
 
     @property
     def uses_llm(self) -> bool:
-        return not isinstance(self.model, MaskModel) and self.max_passes > 0
+        model = self.model.then if isinstance(self.model, GeneralizeModel) else self.model
+        return not isinstance(model, MaskModel) and self.max_passes > 0
 
     def _check_mask(self) -> None:
         """A mask that the index tokenizes would not break n-grams: refuse it."""
@@ -218,6 +222,7 @@ class DelinkRewriter(IndexedComponent):
         sources: Optional[list[Optional[int]]] = None
         if self.retrieval:
             sources = list(self.source_numbers(list(source_ids) if source_ids is not None else [None] * len(texts)))
+        self.task.use_document_frequencies(partial(word_document_frequencies, self.index))
         loop = RewriteLoop(
             name=self.name,
             detect=self._detect,
@@ -232,6 +237,7 @@ class DelinkRewriter(IndexedComponent):
             failures=self.failures,
             threads=self.threads,
             retrieval=self.retrieval_guard() if self.retrieval else None,
+            generalizer=getattr(self.model, "generalizer", None),
         )
         return loop.run(texts, sources)
 

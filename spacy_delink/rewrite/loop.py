@@ -1,6 +1,7 @@
-"""The rewrite loop: detect → ask → re-detect → mask fallback → verify (SPEC §7).
+"""The rewrite loop: detect → generalize → ask → re-detect → mask fallback → verify (SPEC §7).
 
-Per batch of documents: detect (n-grams, plus combinations when ``arity`` >= 2) → ask the
+Per batch of documents: detect (n-grams, plus combinations when ``arity`` >= 2) →
+generalize flagged numbers and dates when the model has a generalizer → ask the
 LLM to rephrase every flagged span (one spacy-llm call for the whole batch) → detect
 again, up to ``max_passes``. Whatever is still flagged is then masked, pass after pass,
 until the text is protected; the result is checked once more before it is returned, so
@@ -17,7 +18,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
@@ -28,6 +29,9 @@ from ..linkage.attack import Detection
 from ..llm.tasks.rewrite.task import RESULT_KEY, RewriteTask
 from ..retrieval.defence import RetrievalGuard
 from .masking import mask_ranges, merge_ranges
+
+if TYPE_CHECKING:
+    from ..llm.models.generalize import Generalizer
 
 logger = logging.getLogger("spacy_delink.rewriter")
 
@@ -116,6 +120,8 @@ class RewriteLoop:
     #: Ranked retrieval (``retrieval.defence``, opt-in): once the phrase rules hold, mask until the
     #: source ranks at least ``retrieval.rank``; every text then needs its source's number.
     retrieval: Optional[RetrievalGuard] = None
+    #: Generalizes flagged numbers and dates before any LLM pass or mask (``models.generalize``).
+    generalizer: Optional["Generalizer"] = None
 
     def run(self, texts: list[str], sources: Optional[list[Optional[int]]] = None) -> list[RewriteResult]:
         """Protect a batch of texts (``sources``: each one's document number, for ``retrieval``); the LLM passes send all their requests together."""
@@ -129,6 +135,9 @@ class RewriteLoop:
             results = [
                 RewriteResult(text, text, found[i], found[i].linkage_risk, source_number=sources[i]) for i, text in enumerate(texts)
             ]
+            if self.generalizer is not None:
+                for kinds in list(each(self._generalize, [results[i] for i in longest_first])):
+                    self.stats.update(kinds)
             llm_passes = self.max_passes if self.llm is not None else 0
             for pass_no in range(1, llm_passes + 1):
                 pending = [r for r in results if not r.protected]
@@ -149,6 +158,17 @@ class RewriteLoop:
             return
         with ThreadPoolExecutor(min(self.threads, documents), thread_name_prefix="delink-protect") as pool:
             yield pool.map
+
+    def _generalize(self, result: RewriteResult) -> list[str]:
+        """Generalize what is flagged as one pass (``by: "generalize"``); the kinds generalized, for the stats."""
+        assert self.generalizer is not None
+        if result.protected:
+            return []
+        chosen, detection = self.generalizer.generalize(result.text, result.detection, self.detect)
+        if chosen:
+            result.apply([(start, end, form) for start, end, form, _ in chosen], "generalize")
+            result.detection = detection
+        return [f"generalized_{kind}" for _, _, _, kind in chosen]
 
     def _finish(self, result: RewriteResult) -> None:
         self._mask_until_protected(result)

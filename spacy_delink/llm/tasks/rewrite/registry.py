@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ....errors import InputError
 from ....io import JsonlStats, read_jsonl
@@ -10,10 +10,13 @@ from .task import SPAN_CLOSE, SPAN_OPEN
 
 #: Shipped inside the package, so a wheel install finds it.
 DEFAULT_EXAMPLES = Path(__file__).with_name("examples.jsonl")
+#: The sentence prompt's examples: each a sentence, the phrases to drop, and the generalizer's own forms.
+SENTENCE_EXAMPLES = Path(__file__).with_name("examples_sentence.jsonl")
 
 
-def read_examples(path: str | Path) -> List[Dict[str, str]]:
-    """Few-shot examples: JSONL lines of ``{"context", "span", "replacement"}``, span marked in context."""
+def read_examples(path: str | Path) -> List[Dict[str, Any]]:
+    """Few-shot examples: JSONL lines of ``{"context", "span", "replacement"}``, span marked in context,
+    and for sentence prompts ``"remove"``: the phrases the replacement drops."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"few-shot examples file {path} not found; pass task.examples = path/to/examples.jsonl")
@@ -25,7 +28,10 @@ def read_examples(path: str | Path) -> List[Dict[str, str]]:
             raise InputError(f"{path}:{stats.lines}: expected {{\"context\", \"span\", \"replacement\"}} strings")
         if f"{SPAN_OPEN}{span}{SPAN_CLOSE}" not in context:
             raise InputError(f"{path}:{stats.lines}: the context must mark the span as {SPAN_OPEN}{span}{SPAN_CLOSE}")
-        examples.append({"context": context, "span": span, "replacement": replacement})
+        remove = record.get("remove")
+        if remove is not None and not (isinstance(remove, list) and all(isinstance(p, str) and p in span for p in remove)):
+            raise InputError(f"{path}:{stats.lines}: \"remove\" must list phrases of the span")
+        examples.append({"context": context, "span": span, "replacement": replacement, **({"remove": remove} if remove else {})})
     return examples
 
 

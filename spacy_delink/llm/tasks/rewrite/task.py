@@ -25,7 +25,9 @@ context does not hold: small models answer every span with the last example's),
 ``too_long``, one of the content reasons of ``content.CONTENT_PATTERNS``
 (``markup``, ``url``, ``code``, ``instruction``, ``control``: the replacement brings in
 what the span lacks; ``control`` covers every invisible character), ``lookalike``
-(letters of a script or form the context does not use, or a word mixing scripts) or
+(letters of a script or form the context does not use, or a word mixing scripts), one of
+``fidelity.FIDELITY_REASONS`` (``invented_number``, ``invented_name``, ``rarer_word``,
+``negation``, ``broken_sentence``: the rewritten sentence states another fact) or
 ``dissimilar`` (below ``min_similarity``, or with ``above_mask`` less similar than the
 span masked, when those checks are on). Words are compared in
 the search form of SPEC §8, as the adversary's engine reads them.
@@ -45,26 +47,31 @@ from spacy.vocab import Vocab
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
 from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
+from .fidelity import FIDELITY_REASONS, DocumentFrequencies, FidelityCheck
 from .parser import contains_run, extract_json_list, mark_runs, runs, search_words
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
 REJECTION_REASONS = (
-    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", "dissimilar"
+    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", *FIDELITY_REASONS,
+    "dissimilar",
 )
 #: Why a span of a several-span prompt is asked again alone before its pass ends: the
 #: answer as a whole failed (no JSON list) or skipped it. A small model that loses the
 #: thread of a long list often answers one span well.
 RETRY_ALONE = ("malformed", "missing")
 #: Bumped when the answer checks change: cached verdicts from other checks are not reused.
-CHECKS_VERSION = 5
+CHECKS_VERSION = 6
 CONTEXT_MODES = ("sentence", "window")
+UNITS = ("span", "sentence")
 #: Words in a run of the context that a replacement may not restate (``outside``), and in a
 #: run it may not say twice (``repeats``), unless the span itself does.
 RESTATED_RUN, REPEATED_RUN = 4, 3
 #: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
 DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
+#: The instructions of ``unit = "sentence"``: rewrite the whole sentence, drop the listed phrases, keep every fact.
+SENTENCE_TEMPLATE = Path(__file__).with_name("templates") / "instructions_sentence.txt"
 SPAN_OPEN, SPAN_CLOSE = "⟦", "⟧"
 #: (accepted, replacement) or (rejected, reason).
 Verdict = Tuple[bool, str]
@@ -129,14 +136,20 @@ class RewriteTask:
 
     def __init__(
         self,
-        examples: List[Dict[str, str]],
+        examples: List[Dict[str, Any]],
         context: str,
         window: int,
         spans_per_prompt: int,
         instructions: str,
         spans_key: str,
         similarity: Optional[SimilarityCheck],
+        fidelity: Optional[List[str]] = None,
+        unit: str = "span",
     ) -> None:
+        if unit not in UNITS:
+            raise InputError(f"task.unit must be one of {', '.join(UNITS)}, got {unit!r}")
+        #: What the model rewrites: each flagged span, or each sentence that holds flagged spans.
+        self.unit = unit
         if context not in CONTEXT_MODES:
             raise InputError(f"task.context must be one of {', '.join(CONTEXT_MODES)}, got {context!r}")
         if window < 1 or spans_per_prompt < 1:
@@ -154,10 +167,19 @@ class RewriteTask:
         self.spans_key = spans_key
         self.similarity = similarity
         self.mask = "[REDACTED]"
+        unknown = sorted(set(fidelity or ()) - set(FIDELITY_REASONS))
+        if unknown:
+            raise InputError(f"task.fidelity: unknown check(s) {', '.join(unknown)}; choose among {', '.join(FIDELITY_REASONS)}")
+        self.fidelity = FidelityCheck(self.mask, checks=FIDELITY_REASONS if fidelity is None else tuple(fidelity))
 
     def use_mask(self, mask: str) -> None:
         """The component's mask, named in the prompt as the fallback replacement."""
         self.mask = mask
+        self.fidelity.mask = mask
+
+    def use_document_frequencies(self, frequencies: DocumentFrequencies) -> None:
+        """Words' document frequencies in the collection (the component's index), for the ``rarer_word`` check."""
+        self.fidelity.frequencies = frequencies
 
     @property
     def prompt_template(self) -> str:
@@ -168,14 +190,14 @@ class RewriteTask:
         threshold = self.similarity.threshold if self.similarity is not None else None
         above_mask = self.similarity is not None and self.similarity.above_mask
         return self._preamble() + (
-            f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt}"
-            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask}"
+            f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt} unit={self.unit}"
+            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask} fidelity={','.join(self.fidelity.checks)}"
         )
 
     def _preamble(self) -> str:
         parts = [self.instructions.format(open=SPAN_OPEN, close=SPAN_CLOSE, mask=self.mask)]
         for example in self.examples:
-            item = {"id": 1, "context": example["context"], "span": example["span"]}
+            item = {"id": 1, "context": example["context"], "span": example["span"], **({"remove": example["remove"]} if "remove" in example else {})}
             answer = {"id": 1, "span": example["span"], "replacement": example["replacement"]}
             parts.append(f"Items: {json.dumps([item], ensure_ascii=False)}\nAnswer: {json.dumps([answer], ensure_ascii=False)}")
         return "\n\n".join(parts)
@@ -199,8 +221,8 @@ class RewriteTask:
         doc.user_data[REQUEST_KEY] = {"text": text, "spans": [list(span) for span in spans], "per_prompt": per_prompt}
         return doc
 
-    def contexts(self, text: str, spans: List[Tuple[int, int]]) -> List[str]:
-        """Each span's sentence (or word window), cut to ``window`` words on each side, span marked.
+    def bounds(self, text: str, spans: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+        """Each span's sentence (or word window), cut to ``window`` words on each side, as a character range.
 
         Word and sentence boundaries are found once per text and bisected per span, so a
         10 MB document with a hundred thousand spans stays linear.
@@ -208,7 +230,7 @@ class RewriteTask:
         words = np.array([m.span() for m in _WORD.finditer(text)], dtype=np.int64).reshape(-1, 2)
         breaks = np.array([m.span() for m in _SENTENCE_END.finditer(text)], dtype=np.int64).reshape(-1, 2)
         reach = self.window * _CHARS_PER_WORD
-        contexts = []
+        found = []
         for start, end in spans:
             before = int(np.searchsorted(words[:, 0], start))  # words starting before the span
             left = max(int(words[before - self.window, 0]) if before >= self.window else 0, start - reach)
@@ -223,8 +245,30 @@ class RewriteTask:
                 if following < len(breaks) and breaks[following, 0] < right:
                     boundary = int(breaks[following, 0])
                     right = boundary + (0 if text[boundary].isspace() else 1)
-            contexts.append(f"{text[left:start]}{SPAN_OPEN}{text[start:end]}{SPAN_CLOSE}{text[end:right]}")
-        return contexts
+            found.append((min(left, start), max(right, end)))
+        return found
+
+    def contexts(self, text: str, spans: List[Tuple[int, int]]) -> List[str]:
+        """Each span's sentence (or word window, ``bounds``), span marked."""
+        return [
+            f"{text[left:start]}{SPAN_OPEN}{text[start:end]}{SPAN_CLOSE}{text[end:right]}"
+            for (start, end), (left, right) in zip(spans, self.bounds(text, spans))
+        ]
+
+    def sentence_items(self, text: str, spans: List[Tuple[int, int]]) -> List[Dict[str, Any]]:
+        """``unit = "sentence"``: one item per sentence (``bounds``) holding flagged spans, the whole sentence to rewrite.
+
+        Sentences that overlap (a span across a sentence end) are merged; ``phrases`` lists
+        the flagged phrases the rewrite must drop (its ``echo`` check reads them).
+        """
+        sentences = merge_ranges(self.bounds(text, spans))
+        items = []
+        for left, right in sentences:
+            inside = [text[s:e] for s, e in spans if left <= s and e <= right]
+            sentence = text[left:right]
+            items.append({"start": left, "end": right, "span": sentence, "context": f"{SPAN_OPEN}{sentence}{SPAN_CLOSE}",
+                          "phrases": list(dict.fromkeys(inside))})
+        return items
 
     def _request(self, doc: Doc) -> Tuple[str, List[Tuple[int, int]], int]:
         """What to rewrite, and how many spans a prompt: a ``delink_rewriter`` request, or a pipeline Doc's ``doc.spans[spans_key]``."""
@@ -247,7 +291,7 @@ class RewriteTask:
         if ITEMS_KEY in doc.user_data:
             return doc.user_data[ITEMS_KEY]
         text, spans, per_prompt = self._request(doc)
-        items = [
+        items = self.sentence_items(text, spans) if self.unit == "sentence" else [
             {"start": s, "end": e, "span": text[s:e], "context": context}
             for (s, e), context in zip(spans, self.contexts(text, spans))
         ]
@@ -266,7 +310,10 @@ class RewriteTask:
         for doc in docs:
             prompts = []
             for chunk in self._items(doc):
-                items = [{"id": it["id"], "context": it["context"], "span": it["span"]} for it in chunk]
+                items = [
+                    {"id": it["id"], "context": it["context"], "span": it["span"], **({"remove": it["phrases"]} if "phrases" in it else {})}
+                    for it in chunk
+                ]
                 text = f"{preamble}\n\nItems: {json.dumps(items, ensure_ascii=False)}\nAnswer:"
                 prompts.append(RewritePrompt(text, answer_schema(chunk)))
             yield prompts, [doc]
@@ -374,7 +421,7 @@ class RewriteTask:
         if len(replacement) > longest_replacement(span):
             return False, "too_long"
         words, span_words = search_words(replacement), search_words(span)
-        if contains_run(words, span_words):
+        if contains_run(words, span_words) or any(contains_run(words, search_words(phrase)) for phrase in item.get("phrases", ())):
             return False, "echo"
         context: str = item["context"]
         before = search_words(context[: context.index(SPAN_OPEN)])
@@ -395,4 +442,8 @@ class RewriteTask:
             return False, content
         if introduces_lookalikes(context, replacement.replace(self.mask, " ")):
             return False, "lookalike"
+        left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
+        refusal = self.fidelity.refusal(f"{left}{span}{right}", f"{left}{replacement}{right}", span, replacement)
+        if refusal is not None:
+            return False, refusal
         return True, replacement
