@@ -23,6 +23,11 @@ if TYPE_CHECKING:  # the tokenizers load compiled kernels: imported when one is 
     from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
 READINGS = ("exact", "search")
+#: The version of the search reading's tokens (beside its search form's tables, which the
+#: index records apart): 2 joins paragraph ends and reads each character of a script written
+#: without spaces as a token, bounded by ``max_n_chars``. An index whose search reading has
+#: another version reads texts otherwise, so it is refused with a request to rebuild.
+SEARCH_READING_VERSION = 2
 #: Both readings: SPEC §8's default for building, querying and deciding "protected".
 DEFAULT_READINGS = READINGS
 

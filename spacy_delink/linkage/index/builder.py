@@ -265,9 +265,10 @@ class IndexBuilder:
                 else shards_module.shard_bits_for(summary.tokens, self.memory_bytes)
             )
             summary.shards = 1 << shard_bits
-            with Progress("counting n-grams", "levels", self.rules.max_n, enabled=self.progress) as bar:
+            level_total = self.rules.levels("search" in self.readings)
+            with Progress("counting n-grams", "levels", level_total, enabled=self.progress) as bar:
                 levels = shards_module.count_levels(
-                    runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update,
+                    runner, store, folder, partitions, level_total, shard_bits, advance=bar.update,
                     keep_level1_keys=self.updatable, twins=self.twins,
                 )
             arrays = levels.arrays()
@@ -303,11 +304,15 @@ class IndexBuilder:
                 per_shard[file.shard] = file.ngrams
         row_bases = np.cumsum([0, *per_shard]).tolist()
         count = len(partitions)
-        runner.map(forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count)
+        room_bits = forward.room_bits_for(self.rules.levels("search" in self.readings))
+        runner.map(
+            forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count,
+            [room_bits] * count,
+        )
         documents = [len(p.doc_ids) for p in partitions]
-        bits = forward.row_bits(row_bases[-1])
+        bits = forward.row_bits(row_bases[-1], room_bits)
         nonce, arrays = runner.submit(forward.write_build, store, str(folder), documents, tokens, bits, secret).result()
-        return forward.manifest_entry(bits, nonce), arrays
+        return forward.manifest_entry(bits, nonce, room_bits), arrays
 
     def signed_manifest(
         self,

@@ -145,7 +145,7 @@ def linked_documents(index: CorpusIndex, tok: np.ndarray, rem: np.ndarray) -> tu
     df = np.zeros(0, dtype=np.int64)
     found: list[int] = []
     singles: dict[int, np.ndarray] = {}
-    for n in range(1, index.max_n + 1):
+    for n in range(1, index.max_tokens + 1):
         if n > 1:
             positions, keys = extend_level(positions, keys, df >= 2, rem, tok, n)
         if not len(positions):
@@ -211,7 +211,7 @@ def count_delta(
     frequent = np.zeros(0, dtype=bool)
     levels: list[_DeltaLevel] = []
     level1_rows = np.zeros(0, dtype=np.int64)
-    for n in range(1, index.max_n + 1):
+    for n in range(1, index.max_tokens + 1):
         level = index.levels[n]
         if n > 1:
             positions, keys = extend_level(positions, keys, frequent, rem, tok, n)
@@ -316,7 +316,7 @@ def update_index(
             level1_keys = index.levels[1].keys_by_row()
             linked, singles = linked_documents(index, new_tok, new_rem)
             old_tok, old_rem, old_doc = _stored_documents(index, linked, level1_keys)
-            kept, old_rem = around(old_tok, old_rem, singles, index.max_n)
+            kept, old_rem = around(old_tok, old_rem, singles, index.max_tokens)
             old_tok, old_rem, old_doc = old_tok[kept], old_rem[kept], old_doc[kept]
             levels, level1_rows = count_delta(
                 index, np.concatenate([old_tok, new_tok]), np.concatenate([old_rem, new_rem]),
@@ -330,9 +330,9 @@ def update_index(
         arrays = {
             delta_level_file(name, n): _write_level(folder, delta_level_file(name, n), level, width) for n, level in enumerate(levels, 1)
         }
-        bits = forward.row_bits(len(index.levels[1]) + len(levels[0].keys))
+        bits = forward.row_bits(len(index.levels[1]) + len(levels[0].keys), index.forward_room_bits)
         writer = forward.ForwardWriter(folder, len(new_tok), bits, secret)
-        writer.add(forward.token_values(level1_rows[len(old_tok) :], new_rem))
+        writer.add(forward.token_values(level1_rows[len(old_tok) :], new_rem, index.forward_room_bits))
         nonce, forward_arrays = writer.finish(np.concatenate([[0], np.cumsum(counts)]))
         arrays.update({f"{name}/{k}": v for k, v in forward_arrays.items()})
         arrays[f"{name}/{DOC_ID_DIGESTS}"] = write_digests(folder, [index.id_digest(doc_id) for doc_id, _ in accepted])
