@@ -15,7 +15,10 @@ query for a reading it does not hold is refused, never answered from another.
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
 
 from ..errors import InputError
 
@@ -48,6 +51,50 @@ def tokenizer_for(reading: str, rules: "LinkageRules") -> "Tokenizer | SearchTok
     from .tokenize import SearchTokenizer, Tokenizer
 
     return Tokenizer(rules) if reading == "exact" else SearchTokenizer(rules)
+
+
+class UnreadScriptWarning(UserWarning):
+    """A text holds letters of a script written without spaces that the readings checked read only as whole runs."""
+
+
+def unread_scripts(codes: np.ndarray, readings: Iterable[str]) -> list[str]:
+    """The scripts written without spaces whose letters ``codes`` (a text's code points) hold
+    and that none of ``readings`` reads one character at a time (SPEC §8): all of them when
+    the search reading is not checked, else those no reading splits (``UNSPLIT_SCRIPTS``).
+
+    Such a text is one token per clause to the index: nothing in it can be linkable, which
+    says nothing of what an engine finds, so it is never reported protected.
+    """
+    from .tokenize import SPACELESS_SCRIPTS, script_table
+
+    table, names = script_table()
+    found = np.unique(table[np.asarray(codes, dtype=np.int64)]) if len(codes) else np.zeros(0, dtype=np.uint8)
+    present = [names[number - 1] for number in found.tolist() if number]
+    split = {name for _, _, name in SPACELESS_SCRIPTS} if "search" in check_readings(readings) else set()
+    return [name for name in present if name not in split]
+
+
+def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
+    """The one-line warning for a text with ``unread_scripts``: what, why, and the fix."""
+    from .tokenize import SPACELESS_SCRIPTS
+
+    names = list(scripts)
+    split = {name for _, _, name in SPACELESS_SCRIPTS}
+    fix = (
+        "check it with the search reading (readings=exact,search; an index built without it: "
+        "`delink index <corpus> -o <index> --overwrite`)"
+        if any(name in split for name in names)
+        else "no reading of this spacy-delink splits that script into characters: review such text by hand"
+    )
+    return (
+        f"the text holds {', '.join(names)} letters, which the {describe(readings)} read only as whole runs "
+        f"(a script written without spaces): it is not reported protected; {fix} (docs/languages.md)"
+    )
+
+
+def warn_unread(scripts: Iterable[str], readings: Iterable[str]) -> None:
+    """``unread_message`` as an ``UnreadScriptWarning`` (Python shows each distinct one once)."""
+    warnings.warn(unread_message(scripts, readings), UnreadScriptWarning, stacklevel=3)
 
 
 def describe(readings: Iterable[str]) -> str:
