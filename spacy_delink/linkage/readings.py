@@ -86,8 +86,9 @@ def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
         if any(name in split for name in names)
         else "no reading of this spacy-delink splits that script into characters: review such text by hand"
     )
+    verb = "read" if len(check_readings(readings)) > 1 else "reads"
     return (
-        f"the text holds {', '.join(names)} letters, which the {describe(readings)} read only as whole runs "
+        f"the text holds {', '.join(names)} letters, which the {describe(readings)} {verb} only as whole runs "
         f"(a script written without spaces): it is not reported protected; {fix} (docs/languages.md)"
     )
 
