@@ -227,3 +227,70 @@ def test_a_script_no_reading_splits_is_never_protected(tmp_path: Path) -> None:
         detection = detect(index, "ꆈꌠꁱꂷ alpha", 2)
     assert detection.unread_scripts == ["Yi"] and not detection.protected
     assert detect(index, "申请 alpha", 2).unread_scripts == []
+
+
+# -- pipelines in those languages ----------------------------------------------------------------------
+
+ZH_SOURCE = "申请人张伟于1997年在萨瓦河附近登记了农场。"
+ZH_CORPUS = [ZH_SOURCE] + [
+    f"申请人李{name}于199{i}年在{place}附近登记了农场。政府对申请的可受理性提出异议。"
+    for i, (name, place) in enumerate(zip("明华强军红", ["长江", "黄河", "珠江", "淮河", "汉江"]))
+]
+ZH_RELEASE = "申请人[PERSON]于1997年在萨瓦河附近登记了农场。政府对申请的可受理性提出异议。"
+TH_CORPUS = ["นายสมชายซื้อที่ดินใกล้แม่น้ำปิงในปี 1997", "นายสมศักดิ์ซื้อที่ดินใกล้แม่น้ำน่าน", "นายสมพงษ์ซื้อที่ดินใกล้แม่น้ำยม"]
+TH_RELEASE = "นาย[PERSON]ซื้อที่ดินใกล้แม่น้ำปิงในปี 1997"
+KO_CORPUS = ["김민수는 1997년 사바강 근처에 농장을 등록했다.", "이영희는 한강 근처에 농장을 등록했다.", "박철수는 낙동강 근처에 농장을 등록했다."]
+KO_RELEASE = "[PERSON]는 1997년 사바강 근처에 농장을 등록했다."
+
+
+def blank(language: str, segmenter: str | None) -> spacy.language.Language:
+    """A blank pipeline; Thai needs PyThaiNLP and Korean's default tokenizer mecab-ko, whose
+    place spaCy's rule-based tokenizer takes here (docs/languages.md)."""
+    if language == "th":
+        pytest.importorskip("pythainlp", reason="spaCy's Thai tokenizer needs PyThaiNLP (pip install pythainlp)")
+    if segmenter == "jieba":
+        pytest.importorskip("jieba", reason="the jieba segmenter needs jieba (pip install jieba)")
+    if language == "ko":
+        return spacy.blank("ko", config={"nlp": {"tokenizer": {"@tokenizers": "spacy.Tokenizer.v1"}}})
+    if segmenter is not None:
+        return spacy.blank(language, config={"nlp": {"tokenizer": {"segmenter": segmenter}}})
+    return spacy.blank(language)
+
+
+@pytest.mark.parametrize(
+    "language, segmenter, corpus, release",
+    [
+        ("zh", "char", ZH_CORPUS, ZH_RELEASE),
+        ("zh", "jieba", ZH_CORPUS, ZH_RELEASE),
+        ("th", None, TH_CORPUS, TH_RELEASE),
+        ("ko", None, KO_CORPUS, KO_RELEASE),
+    ],
+)
+def test_pipelines_put_spans_on_the_linkable_characters(
+    tmp_path: Path, language: str, segmenter: str | None, corpus: list[str], release: str
+) -> None:
+    """Whatever spaCy's segmentation, each linkable range is covered by the fewest whole tokens
+    around it (exactly its characters when the tokens are characters), and the rewriter ends them."""
+    index = build(tmp_path, corpus)
+    nlp = blank(language, segmenter)
+    nlp.add_pipe("delink_risk", config={"index": str(index.path), "k": 2})
+    nlp.add_pipe("delink_combinations", config={"index": str(index.path), "k": 2, "arity": 2})
+    doc = nlp(release)
+    assert doc.text == release
+    expected = sorted(
+        {(s, e) for reading in ("exact", "search") for s, e, _ in spec_oracle.assess(corpus, release, 2, 8, reading=reading)["ngrams"]}
+    )
+    assert expected and doc._.delink_anonymity == 1
+    starts = [t.idx for t in doc]
+    ends = [t.idx + len(t) for t in doc]
+    covers = sorted({
+        (max(s for s in starts if s <= start), min(e for e in ends if e >= end)) for start, end in expected
+    })
+    assert sorted({(span.start_char, span.end_char) for span in doc.spans["linkable"]}) == covers
+    if segmenter == "char":  # one token per character: the spans are the linkable characters themselves
+        assert any(release[s:e] == "萨" for s, e in covers)
+    rewriter = blank(language, segmenter)
+    rewriter.add_pipe("delink_rewriter", config={"index": str(index.path), "k": 2, "arity": 3})
+    rewritten = rewriter(release)
+    assert rewritten._.delink_protected is True
+    assert spec_oracle.protected(corpus, rewritten.text, 2, 8, 3)
