@@ -294,3 +294,38 @@ def test_pipelines_put_spans_on_the_linkable_characters(
     rewritten = rewriter(release)
     assert rewritten._.delink_protected is True
     assert spec_oracle.protected(corpus, rewritten.text, 2, 8, 3)
+
+
+# -- updates ---------------------------------------------------------------------------------------------
+
+
+def test_updates_and_compaction_hold_the_character_levels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An updatable index of Chinese text stores max_n + max_n_chars levels; an update and a
+    compaction store exactly what a build of all the documents stores."""
+    from spacy_delink.linkage.index import builder
+    from spacy_delink.linkage.index.update import compact_index, update_index
+    from test_index_update import SECRET, stored
+
+    monkeypatch.setattr(builder, "new_secret", lambda: SECRET)  # the updated index and the fresh build share their keys
+    rules = LinkageRules(max_n=3, max_n_chars=4)
+    base = [(f"d{i}", text) for i, text in enumerate(ZH_CORPUS[:3])]
+    new = [(f"n{i}", text) for i, text in enumerate([ZH_SOURCE + "政府对申请的可受理性", "萨瓦河附近登记了农场 farm"])]
+    for name, documents in (("updated", base), ("all", base + new)):
+        IndexBuilder(rules, progress=False, updatable=True, shards=2).build(documents, tmp_path / name)
+    update_index(tmp_path / "updated", new)
+    updated, fresh = CorpusIndex(tmp_path / "updated"), CorpusIndex(tmp_path / "all")
+    assert updated.max_tokens == fresh.max_tokens == 7
+    assert stored(updated) == stored(fresh)
+    compact_index(tmp_path / "updated", progress=False)
+    assert stored(CorpusIndex(tmp_path / "updated")) == stored(fresh)
+
+
+def test_an_update_that_needs_more_levels_is_refused(tmp_path: Path) -> None:
+    from spacy_delink.errors import InputError
+    from spacy_delink.linkage.index.update import update_index
+
+    IndexBuilder(LinkageRules(), progress=False, updatable=True).build([("a", "the farm near the river"), ("b", "a farm")], tmp_path / "index")
+    assert CorpusIndex(tmp_path / "index").max_tokens == 8  # English: the levels of max_n only
+    with pytest.raises(InputError, match=r"n-grams of up to 17 tokens.*stores 8 levels; rebuild it with all the documents"):
+        update_index(tmp_path / "index", [("c", ZH_SOURCE)])
+    assert CorpusIndex(tmp_path / "index").documents == 2

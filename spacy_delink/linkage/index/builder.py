@@ -100,6 +100,9 @@ class BuildSummary:
     seconds: float = 0.0
     partitions: int = 0
     shards: int = 1
+    #: Levels stored: max_n, or max_n + max_n_chars when the search reading holds longer
+    #: n-grams (text written without spaces, ``LinkageRules.levels``).
+    levels: int = 0
     #: Invalid input lines skipped (``skip_invalid``), as ``<file>:<line>``.
     skipped_lines: list[str] = field(default_factory=list)
     #: What the build found and cleaned up (an interrupted earlier build), for the user.
@@ -265,7 +268,11 @@ class IndexBuilder:
                 else shards_module.shard_bits_for(summary.tokens, self.memory_bytes)
             )
             summary.shards = 1 << shard_bits
-            level_total = self.rules.levels("search" in self.readings)
+            longest = max((p.longest for p in partitions), default=0)
+            # Past max_n only the search reading's n-grams with characters of scripts written
+            # without spaces: an index of a collection without them stores max_n levels.
+            level_total = self.rules.levels(True) if "search" in self.readings and longest > self.rules.max_n else self.rules.max_n
+            summary.levels = level_total
             with Progress("counting n-grams", "levels", level_total, enabled=self.progress) as bar:
                 levels = shards_module.count_levels(
                     runner, store, folder, partitions, level_total, shard_bits, advance=bar.update,
@@ -274,7 +281,9 @@ class IndexBuilder:
             arrays = levels.arrays()
             forward_spec = None
             if self.updatable:
-                forward_spec, forward_arrays = self._forward(runner, store, folder, partitions, levels, summary.tokens, secret)
+                forward_spec, forward_arrays = self._forward(
+                    runner, store, folder, partitions, levels, summary.tokens, secret, level_total
+                )
                 arrays.update(forward_arrays)
         finally:
             runner.close()
@@ -293,6 +302,7 @@ class IndexBuilder:
         levels: shards_module.Levels,
         tokens: int,
         secret: bytes,
+        level_total: int,
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The forward store (``forward.py``): each token's level-1 row, partition by partition.
 
@@ -304,7 +314,7 @@ class IndexBuilder:
                 per_shard[file.shard] = file.ngrams
         row_bases = np.cumsum([0, *per_shard]).tolist()
         count = len(partitions)
-        room_bits = forward.room_bits_for(self.rules.levels("search" in self.readings))
+        room_bits = forward.room_bits_for(level_total, self.rules.max_n)
         runner.map(
             forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count,
             [room_bits] * count,
@@ -332,7 +342,7 @@ class IndexBuilder:
                 "key_id": key_id(secret),
                 "documents": summary.documents,
                 "tokens": summary.tokens,
-                "readings": reading_entries(self.readings, summary.reading_tokens),
+                "readings": reading_entries(self.readings, summary.reading_tokens, summary.levels),
                 "twins": self.twins,
                 "reduction": REDUCTION,
                 "shard_bits": shard_bits,

@@ -107,23 +107,26 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 _ARRAY_FIELDS: dict[str, type] = {"dtype": str, "length": int, "bytes": int, "sha256": str}
 
 
-def reading_entries(readings: Sequence[str], tokens: dict[str, int]) -> dict[str, dict[str, Any]]:
+def reading_entries(readings: Sequence[str], tokens: dict[str, int], levels: int) -> dict[str, dict[str, Any]]:
     """The manifest's ``readings``: each reading the index holds, its tokens, and for the
     search reading the version of its search form (Unicode and UTS #39 data), which a
-    query must share."""
+    query must share, the version of its tokens and the levels stored (``level_count``)."""
     entries: dict[str, dict[str, Any]] = {}
     for reading in readings:
         entries[reading] = {"tokens": int(tokens.get(reading, 0))}
         if reading == "search":
             entries[reading]["form"] = table_version()
             entries[reading]["version"] = SEARCH_READING_VERSION
+            entries[reading]["levels"] = levels
     return entries
 
 
 def level_count(manifest: dict[str, Any]) -> int:
-    """The levels an (already shape-checked) manifest's index holds: ``LinkageRules.levels``."""
-    rules = manifest["rules"]
-    return rules["max_n"] + (rules["max_n_chars"] if "search" in manifest_readings(manifest) else 0)
+    """The levels an (already shape-checked) manifest's index stores: max_n, or with the search
+    reading up to max_n + max_n_chars (``LinkageRules.levels``) when the collection holds
+    longer n-grams (text written without spaces). A longer n-gram is in no document."""
+    readings = manifest_readings(manifest)
+    return int(readings["search"]["levels"]) if "search" in readings else int(manifest["rules"]["max_n"])
 
 
 def manifest_readings(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -153,6 +156,12 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
     max_n_chars = manifest["rules"].get("max_n_chars")
     if "search" in readings and (not isinstance(max_n_chars, int) or isinstance(max_n_chars, bool) or max_n_chars < 1):
         raise IndexFormatError(f"{manifest_path}: rules.max_n_chars is missing or malformed; rebuild the index with `delink index`")
+    levels = readings.get("search", {}).get("levels")
+    if "search" in readings and not (
+        isinstance(levels, int) and not isinstance(levels, bool)
+        and levels in (manifest["rules"]["max_n"], manifest["rules"]["max_n"] + max_n_chars)
+    ):
+        raise IndexFormatError(f"{manifest_path}: readings.search.levels is missing or malformed; rebuild the index with `delink index`")
 
 
 def shard_file(shard: int, level: int) -> str:

@@ -7,10 +7,10 @@ change (``update.py``). An index built with ``updatable=True`` (``delink index
 
     forward.rows     uint64 words: per token, ``row << room_bits | room``, bit-packed at
                      ``bits`` bits (``row_bits``): the token's row in level 1 and its room
-                     (``Tokens.remaining``, capped at ``2 ** room_bits - 1``; a store
-                     without ``room_bits`` in the manifest, from before the search reading
-                     bounded n-grams by characters, packs one bit: whether the gap after
-                     the token breaks or its document ends); sealed in chunks
+                     (``Tokens.remaining``, capped at ``2 ** room_bits - 1``; with one
+                     room bit, as in an index of max_n levels and before ``room_bits``
+                     was recorded: whether the gap after the token breaks or its
+                     document ends); sealed in chunks
                      (``hashing.ForwardCipher``: each chunk's ciphertext, then its tag)
     forward.offsets  uint64, documents + 1: the first token of each document
 
@@ -46,10 +46,11 @@ from .shards import WorkStore, kept_keys_name, write_durable
 REMAINING_CAP = 255
 
 
-def room_bits_for(level_total: int) -> int:
-    """Bits of a token's room in a new store: enough for the index's longest n-gram (at least 2,
-    so a new store never reads as the one-bit layout of earlier releases)."""
-    return max(2, level_total.bit_length())
+def room_bits_for(level_total: int, max_n: int) -> int:
+    """Bits of a token's room in a new store: one (the segment-end flag) when the index stores
+    ``max_n`` levels, where a room of 1 is a segment's end and longer rooms all read alike;
+    else enough for the index's longest n-gram."""
+    return 1 if level_total == max_n else level_total.bit_length()
 
 
 def row_bits(level1_rows: int, room_bits: int = 1) -> int:

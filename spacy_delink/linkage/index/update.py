@@ -310,6 +310,12 @@ def update_index(
             store = WorkStore(scratch / "_work", memory_mb * 1024 * 1024)
             result = shards_module.tokenize_documents(store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=index.readings)
             new_tok, new_rem = store.get("p00000.tok", np.uint64), store.get("p00000.rem", np.uint8)
+            if result.longest > index.max_tokens:  # a delta holds the base's levels only
+                raise InputError(
+                    f"the new documents hold n-grams of up to {result.longest} tokens (text written without spaces, "
+                    f"docs/languages.md) but index {path} stores {index.max_tokens} levels; rebuild it with all the "
+                    f"documents (`delink index <corpus> -o {path} --updatable --overwrite`)"
+                )
             local_doc = store.get("p00000.doc", np.uint32)
             counts = np.bincount(local_doc, minlength=len(accepted))
             new_doc = local_doc + np.uint32(first_new)
@@ -382,12 +388,15 @@ def _forward_partitions(
             stop = int(np.searchsorted(segment.offsets, segment.offsets[first] + _COMPACT_PARTITION_TOKENS, side="right"))
             stop = min(max(stop - 1, first + 1), segment.documents)
             rows, rem, counts = segment.tokens(first, stop)
+            rem = np.minimum(rem, index.max_tokens).astype(np.uint8)  # a one-bit store reads a segment's whole room
             prefix = f"p{len(results):05d}"
             store.put(f"{prefix}.tok", level1_keys[rows])
             store.put(f"{prefix}.rem", rem)
             store.put(f"{prefix}.doc", np.repeat(np.arange(stop - first, dtype=np.uint32), counts))
             numbers: list[DocId] = list(range(start + first, start + stop))  # ids stand in: they are unique
-            results.append(shards_module.PartitionResult(len(results), numbers, len(rows), int(np.count_nonzero(counts == 0))))
+            results.append(shards_module.PartitionResult(
+                len(results), numbers, len(rows), int(np.count_nonzero(counts == 0)), longest=int(rem.max(initial=0)),
+            ))
             first = stop
     return results
 
