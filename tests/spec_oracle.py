@@ -2,9 +2,9 @@
 
 It shares no code with the package: tests compare the fast index and detectors against it.
 Both readings are here: the exact one (§1–§7) and the search reading (§8: the search form
-of each character, phrases broken only by masks, each character of a script written
-without spaces a token of its own, bounded by ``max_n_chars``), each function taking
-``reading``. The search form's look-alike table is data, read from the package's file.
+of each character, phrases broken only by masks), each function taking ``reading``. Under
+both, each letter of a script written without spaces is a token of its own, and n-grams
+hold at most ``max_n_chars`` of them beside ``max_n`` other tokens (docs/languages.md). The search form's look-alike table is data, read from the package's file.
 """
 from __future__ import annotations
 
@@ -174,17 +174,25 @@ def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list
     word = [
         (ch.isalnum() or unicodedata.category(ch).startswith("M")) and not masked[i] for i, ch in enumerate(text)
     ]
+    # A letter of a script written without spaces is a token with the combining marks after it
+    # (the exact reading by character: docs/languages.md); other word characters run.
+    script = [spaceless_script(ch) for ch in text]
+    mark = [script[i] is not None and unicodedata.category(ch).startswith("M") for i, ch in enumerate(text)]
     tokens: list[OracleToken] = []
     i = 0
     while i < len(text):
-        if word[i]:
-            j = i
-            while j < len(text) and word[j]:
-                j += 1
-            tokens.append(OracleToken(i, j, unicodedata.normalize("NFKC", text[i:j]).casefold()))
-            i = j
-        else:
+        if not word[i]:
             i += 1
+            continue
+        j = i + 1
+        if script[i] is None:
+            while j < len(text) and word[j] and script[j] is None:
+                j += 1
+        else:
+            while j < len(text) and word[j] and mark[j]:
+                j += 1
+        tokens.append(OracleToken(i, j, unicodedata.normalize("NFKC", text[i:j]).casefold(), script[i] is not None))
+        i = j
     breaks = [True]
     for left, right in zip(tokens, tokens[1:]):
         gap = text[left.end : right.start]
@@ -203,8 +211,8 @@ def occurrences(
 ) -> list[tuple[int, int, tuple[str, ...], int, int]]:
     """(first token, n, key, start char, end char) of every n-gram occurrence.
 
-    Under the search reading an n-gram holds at most ``max_n`` ordinary tokens and at most
-    ``max_n_chars`` characters of scripts written without spaces (docs/languages.md).
+    An n-gram holds at most ``max_n`` ordinary tokens and at most ``max_n_chars`` characters
+    of scripts written without spaces (docs/languages.md).
     """
     tokens, breaks = tokenize(text, reading)
     character = [t.character for t in tokens]

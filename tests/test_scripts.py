@@ -114,8 +114,19 @@ def test_each_character_is_a_search_token(text: str, tokens: list[str]) -> None:
     assert [text[t.start : t.end] for t in oracle] == raw and breaks == starts
 
 
-def test_the_exact_reading_keeps_whole_runs() -> None:
-    assert Tokenizer().tokenize("申请人张伟于1997年在萨瓦河").raw == ["申请人张伟于1997年在萨瓦河"]
+def test_the_exact_reading_splits_characters_too(tmp_path: Path) -> None:
+    """The search form reads 士 as its look-alike 土: "女士家" (one document) and "女土家" (another)
+    are one search key of df 2; only the exact reading by character finds the phrase an
+    engine without that mapping finds (SPEC §8: linkable under either reading)."""
+    tokens = Tokenizer().tokenize("申请人张伟于1997年在萨瓦河。ที่ดิน")
+    assert tokens.raw == ["申", "请", "人", "张", "伟", "于", "1997", "年", "在", "萨", "瓦", "河", "ที่", "ดิ", "น"]
+    assert tokens.segment_start.tolist() == [True] + [False] * 14  # "。" is no break character of §1
+    corpus = ["她是女士家的客人", "妇女土家族的村子", "女士们", "土家人", "博士家里"]
+    index = build(tmp_path, corpus)
+    text = "女士家"
+    assert analyze(index, text, 2, reading="search").minimal() == []
+    assert [(text[o.start : o.end], o.support) for o in analyze(index, text, 2, reading="exact").minimal()] == [("女士家", 1)]
+    assert [(s, e, n) for s, e, n in spec_oracle.assess(corpus, text, 2, 8)["ngrams"]] == [(0, 3, 1)]
 
 
 def test_max_n_chars_bounds_characters_and_max_n_the_other_tokens() -> None:
@@ -205,17 +216,25 @@ def test_an_index_of_the_old_search_reading_is_refused(tmp_path: Path) -> None:
         CorpusIndex(index.path)
 
 
-def test_an_exact_only_index_never_calls_chinese_text_protected(tmp_path: Path) -> None:
+def test_an_index_built_before_never_calls_chinese_text_protected(tmp_path: Path) -> None:
+    """An exact-only index of an earlier release (no reading version) read Chinese as whole runs."""
+    from spacy_delink.linkage.index.format import sign
+    from spacy_delink.linkage.index.keys import KeyFile
+
     corpus = ["申请人张伟于1997年在萨瓦河附近登记了农场。", "政府对申请的可受理性提出异议。"]
     index = build(tmp_path, corpus, readings=("exact",))
+    manifest = dict(index.manifest)
+    manifest["readings"] = {"exact": {"tokens": manifest["readings"]["exact"]["tokens"]}}  # as built before
+    (index.path / "manifest.json").write_text(json.dumps(sign(manifest, KeyFile(index.key_path).secret(manifest["key_id"]))))
+    index = CorpusIndex(index.path)
     text = "政府对此提出异议。"  # one exact token that no document holds: nothing is linkable under that reading
-    with pytest.warns(UnreadScriptWarning, match=r"Han letters, which the exact reading reads only as whole runs.*search reading"):
+    with pytest.warns(UnreadScriptWarning, match=r"Han letters, which the exact reading reads only as whole runs.*rebuild the index"):
         record = assess_text(index, "r", text, 2, readings=("exact",))
     assert record["unread_scripts"] == ["Han"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreadScriptWarning)
         detection = detect(index, text, 2, 3, readings=("exact",))
-        assert detection.parts[0].protected and not detection.protected
+        assert detection.unread_scripts == ["Han"] and not detection.protected
         with pytest.raises(DelinkError, match="Han letters.*not reported protected"):
             protect(index, text, 2, 3, ("exact",))
 

@@ -57,7 +57,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         set_token_risks(doc, spans.first, spans.stop, 1.0 / support)
         found_anonymity = [a for a in (analysis.anonymity() for analysis in analyses) if a is not None]
         record_anonymity(doc, self.name, min(found_anonymity) if found_anonymity else None)
-        unread = unread_scripts(analyses[0].tokens.codes, self.readings) if analyses else []
+        unread = unread_scripts(analyses[0].tokens.codes, index.splits_scripts(self.readings)) if analyses else []
         if unread:  # its risk of 0 would say nothing of what an engine finds
             warn_unread(unread, self.readings)
         return doc

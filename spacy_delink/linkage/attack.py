@@ -138,7 +138,8 @@ class Detection:
         """Scripts written without spaces in the text that no reading checked reads per character
         (``readings.unread_scripts``): the text is then never protected (SPEC §8)."""
         if self._unread is None:
-            self._unread = unread_scripts(self.parts[0].analysis.tokens.codes, self.readings) if self.parts else []
+            codes = self.parts[0].analysis.tokens.codes if self.parts else []
+            self._unread = unread_scripts(codes, self.index.splits_scripts(self.readings))
         return self._unread
 
     @property

@@ -26,11 +26,13 @@ if TYPE_CHECKING:  # the tokenizers load compiled kernels: imported when one is 
     from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
 READINGS = ("exact", "search")
-#: The version of the search reading's tokens (beside its search form's tables, which the
-#: index records apart): 2 joins paragraph ends and reads each character of a script written
-#: without spaces as a token, bounded by ``max_n_chars``. An index whose search reading has
-#: another version reads texts otherwise, so it is refused with a request to rebuild.
-SEARCH_READING_VERSION = 2
+#: The version of the readings' tokens (beside the search form's tables, which the index
+#: records apart). Version 2 reads each letter of a script written without spaces as a token,
+#: bounded by ``max_n_chars``, under both readings, and joins paragraph ends under the search
+#: one. An index whose search reading has another version is refused with a request to
+#: rebuild; one whose exact reading has none (built before) reads those scripts as whole
+#: runs, so a text holding them is never reported protected by it (``unread_scripts``).
+READING_VERSION = 2
 #: Both readings: SPEC §8's default for building, querying and deciding "protected".
 DEFAULT_READINGS = READINGS
 
@@ -57,10 +59,11 @@ class UnreadScriptWarning(UserWarning):
     """A text holds letters of a script written without spaces that the readings checked read only as whole runs."""
 
 
-def unread_scripts(codes: np.ndarray, readings: Iterable[str]) -> list[str]:
+def unread_scripts(codes: np.ndarray, split: bool) -> list[str]:
     """The scripts written without spaces whose letters ``codes`` (a text's code points) hold
-    and that none of ``readings`` reads one character at a time (SPEC §8): all of them when
-    the search reading is not checked, else those no reading splits (``UNSPLIT_SCRIPTS``).
+    and that the readings checked do not read one character at a time (SPEC §8): all of
+    them when no reading checked ``split`` them (an index built before), else those no
+    reading splits (``UNSPLIT_SCRIPTS``).
 
     Such a text is one token per clause to the index: nothing in it can be linkable, which
     says nothing of what an engine finds, so it is never reported protected.
@@ -70,8 +73,8 @@ def unread_scripts(codes: np.ndarray, readings: Iterable[str]) -> list[str]:
     table, names = script_table()
     found = np.unique(table[np.asarray(codes, dtype=np.int64)]) if len(codes) else np.zeros(0, dtype=np.uint8)
     present = [names[number - 1] for number in found.tolist() if number]
-    split = {name for _, _, name in SPACELESS_SCRIPTS} if "search" in check_readings(readings) else set()
-    return [name for name in present if name not in split]
+    read = {name for _, _, name in SPACELESS_SCRIPTS} if split else set()
+    return [name for name in present if name not in read]
 
 
 def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
@@ -81,8 +84,8 @@ def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
     names = list(scripts)
     split = {name for _, _, name in SPACELESS_SCRIPTS}
     fix = (
-        "check it with the search reading (readings=exact,search; an index built without it: "
-        "`delink index <corpus> -o <index> --overwrite`)"
+        "rebuild the index with this spacy-delink, which reads them one character at a time "
+        "(`delink index <corpus> -o <index> --overwrite`)"
         if any(name in split for name in names)
         else "no reading of this spacy-delink splits that script into characters: review such text by hand"
     )

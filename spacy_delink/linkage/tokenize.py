@@ -16,11 +16,15 @@ the only literal one, and each covered by ``tests/test_tokenization.py``):
   a mask's characters never start or end a token, and its gap always breaks, also
   when the gap is a single ``.`` or ``,`` covered by a mask;
 * the search form skips NFKC for ASCII tokens (NFKC is the identity there);
-* under the search reading a character of a script written without spaces is a token of
-  its own (``SPACELESS_SCRIPTS``; a Hangul syllable is one token although its search form
-  spells it as jamo), their decimal digits are not (a number is one token), and an n-gram
-  holds at most ``max_n`` other tokens and at most ``max_n_chars`` such characters, both
-  bounds at once (``Tokens.remaining``; docs/languages.md).
+* a letter of a script written without spaces is a token of its own (``SPACELESS_SCRIPTS``),
+  under the search reading as SPEC §8 says and under the exact reading too, with the
+  combining marks after it: the search form maps some of those letters to look-alikes
+  (士 reads 土), so only an exact reading by character finds a phrase that an engine
+  without that mapping finds (SPEC §8: linkable under either reading). Under the search
+  reading a Hangul syllable is one token although its search form spells it as jamo.
+  Their decimal digits are not split (a number is one token), and an n-gram holds at
+  most ``max_n`` other tokens and at most ``max_n_chars`` such characters, both bounds
+  at once (``Tokens.remaining``; docs/languages.md).
 """
 from __future__ import annotations
 
@@ -105,10 +109,11 @@ class LinkageRules:
             theirs.pop(bound)
         return mine == theirs
 
-    def levels(self, search: bool) -> int:
-        """The most tokens an n-gram can hold: ``max_n``, and under the search reading also up
-        to ``max_n_chars`` one-character tokens of scripts written without spaces beside them."""
-        return self.max_n + self.max_n_chars if search else self.max_n
+    @property
+    def levels(self) -> int:
+        """The most tokens an n-gram can hold: ``max_n``, and up to ``max_n_chars``
+        one-character tokens of scripts written without spaces beside them."""
+        return self.max_n + self.max_n_chars
 
 
 def _cache_dir() -> Path:
@@ -177,7 +182,7 @@ UNSPLIT_SCRIPTS: tuple[tuple[int, int, str], ...] = (
     (0x1B00, 0x1B7F, "Balinese"), (0xA000, 0xA4CF, "Yi"), (0xA980, 0xA9DF, "Javanese"), (0x17000, 0x18AFF, "Tangut"),
     (0x1B170, 0x1B2FF, "Nushu"),
 )
-_ORDINARY, _SPACELESS, _HANGUL = 0, 1, 2
+_ORDINARY, _SPACELESS, _HANGUL, _MARK = 0, 1, 2, 3
 
 
 @lru_cache(maxsize=1)
@@ -199,12 +204,15 @@ def script_table() -> tuple[np.ndarray, tuple[str, ...]]:
 
 @lru_cache(maxsize=1)
 def _spaceless_kinds() -> np.ndarray:
-    """A uint8 per code point for the search reading: ``_ORDINARY``, ``_SPACELESS`` (a token
-    of its own) or ``_HANGUL`` (a token with the other jamo its text character folded to)."""
+    """A uint8 per code point: ``_ORDINARY``, ``_SPACELESS`` (a token of its own), ``_HANGUL``
+    (under the search reading, a token with the other characters its syllable folded to) or
+    ``_MARK`` (a combining mark of those scripts: part of the token before it)."""
     table, names = script_table()
-    split = {names.index(name) + 1 for _, _, name in SPACELESS_SCRIPTS}
-    kinds = np.where(np.isin(table, list(split)), _SPACELESS, _ORDINARY).astype(np.uint8)
-    kinds[(table == names.index("Hangul") + 1)] = _HANGUL
+    split = np.isin(table, [names.index(name) + 1 for _, _, name in SPACELESS_SCRIPTS])
+    kinds = np.where(split, _SPACELESS, _ORDINARY).astype(np.uint8)
+    kinds[table == names.index("Hangul") + 1] = _HANGUL
+    marks = [cp for cp in np.flatnonzero(split).tolist() if unicodedata.category(chr(cp))[0] == "M"]
+    kinds[marks] = _MARK
     return kinds
 
 
@@ -324,21 +332,25 @@ def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
 
 @nb.njit(cache=True, nogil=True)
 def _scan_codes(
-    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token starts, ends and segment starts of a text's code points (SPEC §1–2).
+    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Token starts, ends, segment starts and character flags of a text's code points (SPEC §1–2).
 
     ``classes`` maps a code point to ``_OTHER``, ``_WORD`` or ``_BREAK``; ``masked`` marks
     the characters inside masks; ``single`` lists the code points that do not break when
     they are a whole gap alone. A gap breaks when it holds a break character, a masked
     character, or (with ``paragraph_breaks``) a newline, then only spaces, tabs or
-    carriage returns, then a newline — unless it is exactly one unmasked ``single``.
+    carriage returns, then a newline — unless it is exactly one unmasked ``single``. A
+    letter of a script written without spaces (``kinds``) is a token of its own with the
+    combining marks after it, and a run of other word characters ends where one starts,
+    with no gap before the next piece (docs/languages.md).
     """
     size = len(codes)
-    capacity = size // 2 + 1
+    capacity = size + 1  # every character can be a token of its own
     starts = np.empty(capacity, dtype=np.int64)
     ends = np.empty(capacity, dtype=np.int64)
     segment_start = np.empty(capacity, dtype=np.bool_)
+    spaceless = np.empty(capacity, dtype=np.bool_)
     count = 0
     gap_breaks = True
     i = 0
@@ -377,13 +389,19 @@ def _scan_codes(
                     breaks = False
         segment_start[count] = breaks
         starts[count] = i
+        kind = kinds[codes[i]]
+        spaceless[count] = kind != _ORDINARY
         i += 1
-        while i < size and classes[codes[i]] == _WORD and masked[i] == 0:
-            i += 1
+        if kind == _ORDINARY:
+            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
+                i += 1
+        else:
+            while i < size and masked[i] == 0 and kinds[codes[i]] == _MARK:
+                i += 1
         ends[count] = i
         count += 1
         gap_breaks = False
-    return starts[:count], ends[:count], segment_start[:count]  # views: the pages past ``count`` are never touched
+    return starts[:count], ends[:count], segment_start[:count], spaceless[:count]  # views: the pages past ``count`` are never touched
 
 
 @nb.njit(cache=True, nogil=True)
@@ -511,6 +529,7 @@ class Tokenizer(_MaskedTokenizer):
         super().__init__(rules)
         self._classes = _char_classes(self.rules.break_chars)
         self._single = np.array(sorted({ord(c) for c in self.rules.non_breaking_single}), dtype=np.uint32)
+        self._kinds = _spaceless_kinds()
 
     @property
     def folds_ascii(self) -> bool:
@@ -519,10 +538,12 @@ class Tokenizer(_MaskedTokenizer):
 
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes, masked = self._codes_and_masked(text, masks)
-        starts, ends, segment_start = _scan_codes(codes, self._classes, masked, self._single, self.rules.paragraph_breaks)
+        starts, ends, segment_start, spaceless = _scan_codes(
+            codes, self._classes, masked, self._single, self.rules.paragraph_breaks, self._kinds
+        )
         return Tokens(
-            starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks, max_n=self.rules.max_n,
-            max_n_chars=self.rules.max_n_chars,
+            starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks, spaceless=spaceless,
+            max_n=self.rules.max_n, max_n_chars=self.rules.max_n_chars,
         )
 
     def search_form(self, raw: str) -> str:

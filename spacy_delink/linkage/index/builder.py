@@ -269,9 +269,9 @@ class IndexBuilder:
             )
             summary.shards = 1 << shard_bits
             longest = max((p.longest for p in partitions), default=0)
-            # Past max_n only the search reading's n-grams with characters of scripts written
-            # without spaces: an index of a collection without them stores max_n levels.
-            level_total = self.rules.levels(True) if "search" in self.readings and longest > self.rules.max_n else self.rules.max_n
+            # Past max_n only n-grams with characters of scripts written without spaces: an
+            # index of a collection without them stores max_n levels.
+            level_total = self.rules.levels if longest > self.rules.max_n else self.rules.max_n
             summary.levels = level_total
             with Progress("counting n-grams", "levels", level_total, enabled=self.progress) as bar:
                 levels = shards_module.count_levels(

@@ -58,7 +58,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import IndexFormatError
-from ..readings import READINGS, SEARCH_READING_VERSION
+from ..readings import READING_VERSION, READINGS
 from ..search_form import table_version
 from .codec import flag_words
 from .hashing import ForwardCipher, mac_matches, manifest_mac
@@ -113,11 +113,9 @@ def reading_entries(readings: Sequence[str], tokens: dict[str, int], levels: int
     query must share, the version of its tokens and the levels stored (``level_count``)."""
     entries: dict[str, dict[str, Any]] = {}
     for reading in readings:
-        entries[reading] = {"tokens": int(tokens.get(reading, 0))}
+        entries[reading] = {"tokens": int(tokens.get(reading, 0)), "version": READING_VERSION, "levels": levels}
         if reading == "search":
             entries[reading]["form"] = table_version()
-            entries[reading]["version"] = SEARCH_READING_VERSION
-            entries[reading]["levels"] = levels
     return entries
 
 
@@ -125,8 +123,7 @@ def level_count(manifest: dict[str, Any]) -> int:
     """The levels an (already shape-checked) manifest's index stores: max_n, or with the search
     reading up to max_n + max_n_chars (``LinkageRules.levels``) when the collection holds
     longer n-grams (text written without spaces). A longer n-gram is in no document."""
-    readings = manifest_readings(manifest)
-    return int(readings["search"]["levels"]) if "search" in readings else int(manifest["rules"]["max_n"])
+    return max(int(entry.get("levels", manifest["rules"]["max_n"])) for entry in manifest_readings(manifest).values())
 
 
 def manifest_readings(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -146,19 +143,25 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
         and ("search" not in readings or isinstance(readings["search"].get("form"), str))
     ):
         raise IndexFormatError(f"{manifest_path}: field 'readings' is malformed; rebuild the index with `delink index`")
-    if "search" in readings and readings["search"].get("version") != SEARCH_READING_VERSION:
+    if "search" in readings and readings["search"].get("version") != READING_VERSION:
         raise IndexFormatError(
             f"index {manifest_path.parent} holds an older search reading (version {readings['search'].get('version', 1)}, this "
-            f"spacy-delink reads version {SEARCH_READING_VERSION}: phrases across paragraph ends, one token per character of "
+            f"spacy-delink reads version {READING_VERSION}: phrases across paragraph ends, one token per character of "
             "Chinese, Japanese, Korean, Thai, Lao, Khmer and Myanmar, docs/linkage-rules.md §8); rebuild it with "
             f"`delink index <corpus> -o {manifest_path.parent} --overwrite`"
         )
-    max_n_chars = manifest["rules"].get("max_n_chars")
-    if "search" in readings and (not isinstance(max_n_chars, int) or isinstance(max_n_chars, bool) or max_n_chars < 1):
-        raise IndexFormatError(f"{manifest_path}: rules.max_n_chars is missing or malformed; rebuild the index with `delink index`")
-    levels = readings.get("search", {}).get("levels")
-    if "search" in readings and not (isinstance(levels, int) and not isinstance(levels, bool) and 1 <= levels <= 64):
-        raise IndexFormatError(f"{manifest_path}: readings.search.levels is missing or malformed; rebuild the index with `delink index`")
+    for name, entry in readings.items():
+        if "version" not in entry and "levels" not in entry:
+            continue  # an exact reading built before version 2: it reads whole runs (``CorpusIndex.splits_scripts``)
+        max_n_chars, levels = manifest["rules"].get("max_n_chars"), entry.get("levels")
+        if not (
+            entry.get("version") == READING_VERSION and isinstance(max_n_chars, int) and not isinstance(max_n_chars, bool)
+            and max_n_chars >= 1 and isinstance(levels, int) and not isinstance(levels, bool) and 1 <= levels <= 64
+        ):
+            raise IndexFormatError(
+                f"{manifest_path}: readings.{name} (version, levels) or rules.max_n_chars is missing or malformed; "
+                "rebuild the index with `delink index`"
+            )
 
 
 def shard_file(shard: int, level: int) -> str:

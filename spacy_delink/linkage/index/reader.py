@@ -255,6 +255,11 @@ class CorpusIndex:
     def max_n(self) -> int:
         return self.rules.max_n
 
+    def splits_scripts(self, readings: Iterable[str]) -> bool:
+        """Whether these readings of the index read each letter of a script written without
+        spaces as a token (version 2); an exact reading built before reads them as whole runs."""
+        return all("version" in self.reading_entries[reading] for reading in readings)
+
     @property
     def forward_room_bits(self) -> int:
         """Bits of each token's room in the forward store (1: the segment-end flag of earlier releases)."""
