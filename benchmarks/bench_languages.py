@@ -21,9 +21,10 @@ of consecutive words with the same label becomes one mask. Released texts are th
 de-identified documents that hold at least one mask; ``--sample`` of them are checked
 (seeded), against an index of all original documents (the adversary's collection D).
 
-For each sampled text: the package's verdict under the exact reading alone (which reads a
-Chinese clause as one token: before this change it called such texts unlinkable), under
-both readings (``detect``, k and arity below), then ``delink protect``'s mask loop
+For each sampled text: the package's verdict under the exact reading alone
+(``exact_reading_alone_*``: by character, as this release reads it; ``unread``: the texts
+it would name in ``unread_scripts``), under both readings (``detect``, k and arity
+below), then ``delink protect``'s mask loop
 (strategy ``min_cover``) and the verdict on its output; tokens changed = the search
 tokens the masks removed, over the released text's search tokens.
 
