@@ -137,7 +137,7 @@ def engine_tokens(text: str) -> list[list[str]]:
         piece = text[position : match.start() if match else len(text)]
         word = ""
         for ch in unicodedata.normalize("NFKC", piece).casefold():
-            if unicodedata.name(ch, "").startswith(_SPACELESS_NAMES):
+            if ch.isalnum() and unicodedata.name(ch, "").startswith(_SPACELESS_NAMES):  # letters, not "・"
                 if word:
                     runs[-1].append(word)
                     word = ""

@@ -10,7 +10,11 @@ fresh child process whose ``PYTHONPATH`` is that checkout; the order alternates 
 to round (peer first in odd rounds). The machine is shared: medians over the rounds are
 reported with every round's figure, and the ratios are ours over the peer's.
 
-    python benchmarks/bench_scripts_cost.py --peer /work/main [--rounds 5] [--out r.json]
+    python benchmarks/bench_scripts_cost.py --peer /path/to/base-checkout [--rounds 5] [--out r.json]
+
+The peer must not change during the run (a checkout of a fixed commit, e.g. ``git archive
+<base> | tar -x -C /tmp/peer-base``): main's checkout may be merged into meanwhile. Each
+checkout first builds a 50-document index off the clock, which compiles its kernels.
 
 Target (issue #34): build seconds and delink_risk ms per 1,000 tokens within 5% of the peer.
 """
@@ -84,6 +88,8 @@ def main() -> None:
     if not (SCALE / "part-000.jsonl.gz").exists():
         sys.exit(f"scale corpus missing: {SCALE}/part-000.jsonl.gz; put ../shared/data/scale beside the checkout")
     rounds: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
+    for root in (args.peer, HERE):  # compiles each checkout's kernels into its numba cache, off the clock
+        measure(root, 50)
     for number in range(args.rounds):
         order = [("peer", args.peer), ("ours", HERE)] if number % 2 == 0 else [("ours", HERE), ("peer", args.peer)]
         for name, root in order:
