@@ -138,7 +138,7 @@ class Detection:
         """Scripts written without spaces in the text that no reading checked reads per character
         (``readings.unread_scripts``): the text is then never protected (SPEC §8)."""
         if self._unread is None:
-            codes = self.parts[0].analysis.tokens.codes if self.parts else []
+            codes = self.parts[0].analysis.tokens.codes if self.parts else np.zeros(0, dtype=np.uint32)
             self._unread = unread_scripts(codes, self.index.splits_scripts(self.readings))
         return self._unread
 
