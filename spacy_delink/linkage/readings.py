@@ -71,8 +71,10 @@ def unread_scripts(codes: np.ndarray, split: bool) -> list[str]:
     from .tokenize import SPACELESS_SCRIPTS, script_table
 
     table, names = script_table()
-    found = np.unique(table[np.asarray(codes, dtype=np.int64)]) if len(codes) else np.zeros(0, dtype=np.uint8)
-    present = [names[number - 1] for number in found.tolist() if number]
+    found = table[codes]
+    if not found.any():  # most texts: one gather, no sort
+        return []
+    present = [names[number - 1] for number in np.unique(found[found != 0]).tolist()]
     read = {name for _, _, name in SPACELESS_SCRIPTS} if split else set()
     return [name for name in present if name not in read]
 
