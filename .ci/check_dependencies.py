@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: import name -> distribution name, where they differ beyond case and - / _ / .
 ALIASES = {
     "sklearn": "scikit-learn", "yaml": "pyyaml", "PIL": "pillow", "swagger_ui_bundle": "swagger-ui-bundle-v2",
-    "llama_cpp": "llama-cpp-python", "icu": "icukit-pyicu",
+    "llama_cpp": "llama-cpp-python", "icu": "icukit-pyicu", "hironsan": "hironsancorpus",
 }
 #: distributions used without an import statement of their own name
 USED_WITHOUT_IMPORT = {"mypy"}  # run as a tool by .ci/run

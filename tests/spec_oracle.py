@@ -2,11 +2,13 @@
 
 It shares no code with the package: tests compare the fast index and detectors against it.
 Both readings are here: the exact one (§1–§7) and the search reading (§8: the search form
-of each character, phrases broken only by masks and paragraph ends), each function taking
-``reading``. The search form's tables come from the engines themselves, never from the
-package's data files or functions: UTS #39 skeletons from ICU's spoof checker (PyICU),
-decimal digits from ICU's character types, and ASCII folding by probing tantivy's own
-``ascii_fold`` filter character by character.
+of each character, phrases broken only by masks), each function taking ``reading``. Under
+both, each letter of a script written without spaces is a token of its own, and n-grams
+hold at most ``max_n_chars`` of them beside ``max_n`` other tokens (docs/languages.md).
+The search form's tables come from the engines themselves, never from the package's data
+files or functions: UTS #39 skeletons from ICU's spoof checker (PyICU), decimal digits from
+ICU's character types, and ASCII folding by probing tantivy's own ``ascii_fold`` filter
+character by character.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class OracleToken:
     start: int
     end: int
     form: str
+    #: One character of a script written without spaces (the search reading's, §8).
+    character: bool = False
 
 
 def masked_chars(text: str) -> list[bool]:
@@ -145,8 +149,39 @@ def search_form(ch: str) -> str:
     return out
 
 
+#: SPEC §8's scripts written without spaces, by the Unicode blocks that hold their letters
+#: (written here from the Unicode charts, not from the package).
+SPACELESS_BLOCKS = {
+    "Han": [(0x2E80, 0x2FDF), (0x3005, 0x3007), (0x3021, 0x3029), (0x3038, 0x303B), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+            (0xF900, 0xFAFF), (0x20000, 0x2FA1F), (0x30000, 0x323AF)],
+    "Hiragana": [(0x3041, 0x309F), (0x1B000, 0x1B16F)],
+    "Katakana": [(0x30A0, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F), (0x1AFF0, 0x1AFFF)],
+    "Hangul": [(0x1100, 0x11FF), (0x3131, 0x318E), (0xA960, 0xA97F), (0xAC00, 0xD7A3), (0xD7B0, 0xD7FF), (0xFFA1, 0xFFDC)],
+    "Thai": [(0x0E01, 0x0E5B)],
+    "Lao": [(0x0E81, 0x0EDF)],
+    "Khmer": [(0x1780, 0x17FF), (0x19E0, 0x19FF)],
+    "Myanmar": [(0x1000, 0x109F), (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F)],
+}
+
+
+def spaceless_script(ch: str) -> str | None:
+    """The script written without spaces whose letter ``ch`` is (digits are numbers: None)."""
+    if unicodedata.category(ch) == "Nd":
+        return None
+    for script, blocks in SPACELESS_BLOCKS.items():
+        if any(a <= ord(ch) <= b for a, b in blocks):
+            return script
+    return None
+
+
 def search_tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
-    """SPEC §8's tokens (offsets into ``text``) and, after the first, whether the gap before each breaks."""
+    """SPEC §8's tokens (offsets into ``text``) and, after the first, whether the gap before each breaks.
+
+    Only a mask breaks. A letter of a script written without spaces is a token alone: each
+    character of the search form, except that everything one Hangul syllable of the text
+    folds to is one token (the syllable). Other letters and digits run until a character
+    that is not one, or such a letter.
+    """
     masked = masked_chars(text)
     chars = [(c, i) for i, ch in enumerate(text) for c in search_form(ch)]
     word = [c.isalnum() and not masked[i] for c, i in chars]
@@ -154,19 +189,24 @@ def search_tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
     bounds: list[tuple[int, int]] = []  # in ``chars``
     j = 0
     while j < len(chars):
-        if word[j]:
-            end = j
-            while end < len(chars) and word[end]:
-                end += 1
-            tokens.append(OracleToken(chars[j][1], chars[end - 1][1] + 1, "".join(c for c, _ in chars[j:end])))
-            bounds.append((j, end))
-            j = end
-        else:
+        if not word[j]:
             j += 1
+            continue
+        end = j + 1
+        character = True
+        if spaceless_script(text[chars[j][1]]) == "Hangul":
+            while end < len(chars) and word[end] and chars[end][1] == chars[j][1]:
+                end += 1
+        elif spaceless_script(chars[j][0]) is None:
+            character = False
+            while end < len(chars) and word[end] and spaceless_script(chars[end][0]) is None:
+                end += 1
+        tokens.append(OracleToken(chars[j][1], chars[end - 1][1] + 1, "".join(c for c, _ in chars[j:end]), character))
+        bounds.append((j, end))
+        j = end
     breaks = [True]
     for (_, left_end), (right_start, _) in zip(bounds, bounds[1:]):
-        gap = chars[left_end:right_start]
-        breaks.append(any(masked[i] for _, i in gap) or re.search(r"\n[ \t\r]*\n", "".join(c for c, _ in gap)) is not None)
+        breaks.append(any(masked[i] for _, i in chars[left_end:right_start]))
     return tokens, breaks
 
 
@@ -178,17 +218,25 @@ def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list
     word = [
         (ch.isalnum() or unicodedata.category(ch).startswith("M")) and not masked[i] for i, ch in enumerate(text)
     ]
+    # A letter of a script written without spaces is a token with the combining marks after it
+    # (the exact reading by character: docs/languages.md); other word characters run.
+    script = [spaceless_script(ch) for ch in text]
+    mark = [script[i] is not None and unicodedata.category(ch).startswith("M") for i, ch in enumerate(text)]
     tokens: list[OracleToken] = []
     i = 0
     while i < len(text):
-        if word[i]:
-            j = i
-            while j < len(text) and word[j]:
-                j += 1
-            tokens.append(OracleToken(i, j, unicodedata.normalize("NFKC", text[i:j]).casefold()))
-            i = j
-        else:
+        if not word[i]:
             i += 1
+            continue
+        j = i + 1
+        if script[i] is None:
+            while j < len(text) and word[j] and script[j] is None:
+                j += 1
+        else:
+            while j < len(text) and word[j] and mark[j]:
+                j += 1
+        tokens.append(OracleToken(i, j, unicodedata.normalize("NFKC", text[i:j]).casefold(), script[i] is not None))
+        i = j
     breaks = [True]
     for left, right in zip(tokens, tokens[1:]):
         gap = text[left.end : right.start]
@@ -202,13 +250,21 @@ def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list
     return tokens, breaks
 
 
-def occurrences(text: str, max_n: int, reading: str = "exact") -> list[tuple[int, int, tuple[str, ...], int, int]]:
-    """(first token, n, key, start char, end char) of every n-gram occurrence."""
+def occurrences(
+    text: str, max_n: int, reading: str = "exact", max_n_chars: int = 16
+) -> list[tuple[int, int, tuple[str, ...], int, int]]:
+    """(first token, n, key, start char, end char) of every n-gram occurrence.
+
+    An n-gram holds at most ``max_n`` ordinary tokens and at most ``max_n_chars`` characters
+    of scripts written without spaces (docs/languages.md).
+    """
     tokens, breaks = tokenize(text, reading)
+    character = [t.character for t in tokens]
     found = []
     for i in range(len(tokens)):
-        for n in range(1, max_n + 1):
-            if i + n > len(tokens) or any(breaks[i + 1 : i + n]):
+        for n in range(1, len(tokens) - i + 1):
+            chars = sum(character[i : i + n])
+            if any(breaks[i + 1 : i + n]) or chars > max_n_chars or n - chars > max_n:
                 break
             key = tuple(t.form for t in tokens[i : i + n])
             found.append((i, n, key, tokens[i].start, tokens[i + n - 1].end))
@@ -216,12 +272,12 @@ def occurrences(text: str, max_n: int, reading: str = "exact") -> list[tuple[int
 
 
 def postings(
-    corpus: list[str], max_n: int, only: set[tuple[str, ...]] | None = None, reading: str = "exact"
+    corpus: list[str], max_n: int, only: set[tuple[str, ...]] | None = None, reading: str = "exact", max_n_chars: int = 16
 ) -> dict[tuple[str, ...], set[int]]:
     """Posting list of every n-gram key of the corpus (or of the keys in ``only``)."""
     index: dict[tuple[str, ...], set[int]] = {}
     for doc_no, text in enumerate(corpus):
-        for _, _, key, _, _ in occurrences(text, max_n, reading):
+        for _, _, key, _, _ in occurrences(text, max_n, reading, max_n_chars):
             if only is None or key in only:
                 index.setdefault(key, set()).add(doc_no)
     return index
@@ -229,11 +285,11 @@ def postings(
 
 def assess(
     corpus: list[str], text: str, k: int, max_n: int, index: dict[tuple[str, ...], set[int]] | None = None,
-    reading: str = "exact",
+    reading: str = "exact", max_n_chars: int = 16,
 ) -> dict[str, object]:
     """Minimal linkable set (start, end, support) and arity-1 anonymity, by definition."""
-    index = postings(corpus, max_n, reading=reading) if index is None else index
-    occ = occurrences(text, max_n, reading)
+    index = postings(corpus, max_n, reading=reading, max_n_chars=max_n_chars) if index is None else index
+    occ = occurrences(text, max_n, reading, max_n_chars)
     linkable = {(o[0], o[1]): o for o in occ if 1 <= len(index.get(o[2], ())) < k}
     minimal = []
     for (i, n), o in linkable.items():

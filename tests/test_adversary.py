@@ -1,5 +1,5 @@
 """The independent engine of `delink evaluate` reads like a real one (SPEC §8): phrases across
-punctuation, folded text, breaks only at masks and paragraph ends, checked against a brute-force
+punctuation and paragraph ends, folded text, breaks only at masks, checked against a brute-force
 reference; and the proximity searches around masks, reported as outside the rules."""
 from __future__ import annotations
 
@@ -55,21 +55,22 @@ def test_the_engine_reads_the_search_form(written: str, exact_reads_it: bool) ->
     assert found.readings["exact"][(2, 1)].linkable == exact_reads_it  # tantivy's lower-casing alone misses the rest
 
 
-def test_no_phrase_across_a_mask_or_a_paragraph_end() -> None:
+def test_no_phrase_across_a_mask_but_across_paragraph_ends() -> None:
+    """SPEC §8: an engine indexes a document as one field, so only a mask breaks a phrase."""
     corpus = [
         "supply [NAME] he",
         "supply\n\nhe",
-        "supply \t\r\n he",  # one newline: not a paragraph end
-        "supply\n\u200b\u00a0\nhe",  # a paragraph end once folded (zero width gone, no-break space a space)
+        "supply \t\r\n he",
+        "supply\n\u200b\u00a0\nhe",
         "supply ***** he",
         "supply <PERSON> he",
     ]
     engine = search_engine(corpus).engines["search"]
-    assert engine.count(Search(("supply", "he"))) == 1  # only the single newline joins
+    assert engine.count(Search(("supply", "he"))) == 3  # the paragraph ends join; the masks break
     assert engine.count(Search(("supply", "break"))) == engine.count(Search(("break",))) == 0  # the sentinel is no word
-    for released in ("supply [X] he", "supply\n\nhe", "supply *** he"):
+    for released in ("supply [X] he", "supply *** he"):
         assert engine.reading.segments(released, engine.analyzer).runs == [["supply"], ["he"]]
-    for linked in ("supply; he", "supply \n he", "supply — he"):
+    for linked in ("supply; he", "supply \n he", "supply — he", "supply\n\nhe"):
         assert engine.reading.segments(linked, engine.analyzer).runs == [["supply", "he"]]
 
 
@@ -93,9 +94,9 @@ GAPS = [" ", " ", " ", ". ", ", ", "; ", " - ", "'", "", "_", "\U0001f150", " [N
 
 def reference_tokenize(text: str, reading: str = "search") -> tuple[list[spec_oracle.OracleToken], list[bool]]:
     """SPEC §8 character by character: each character's search form (the oracle's, read from ICU and
-    tantivy's ascii_fold, not the package's), masks found
-    on the text as written, tokens = runs of letters and digits, a gap breaks at a mask or a
-    paragraph end. Offsets are into the folded characters (only keys and supports are compared)."""
+    tantivy's ascii_fold, not the package's), masks found on the text as written, tokens = runs of
+    letters and digits, a gap breaks at a mask only. Offsets are into the folded characters (only
+    keys and supports are compared)."""
     return _reference_tokens(text)
 
 
@@ -105,7 +106,7 @@ def _reference_tokens(text: str) -> tuple[list[spec_oracle.OracleToken], list[bo
     folded = "".join(MASKED if masked[i] else spec_oracle.search_form(ch) for i, ch in enumerate(text))
     tokens = [spec_oracle.OracleToken(m.start(), m.end(), m.group()) for m in re.finditer(r"[^\W_]+", folded)]
     gaps = [folded[left.end : right.start] for left, right in zip(tokens, tokens[1:])]
-    return tokens, [True] + [MASKED in gap or re.search(r"\n[ \t\r]*\n", gap) is not None for gap in gaps]
+    return tokens, [True] + [MASKED in gap for gap in gaps]
 
 
 def joined(words: list[str], gaps: list[str]) -> str:
@@ -181,9 +182,9 @@ def test_a_proximity_search_alone_and_its_limits() -> None:
     assert narrow.count(Search(("applicant", "lived"), 1)) == 1  # "Ana" is one word; "John Smith" two
     across = SearchEngineAdversary(["the applicant\n\nlived in", "the applicant lived in x", "the applicant and lived in y"], LinkageRules(), 8, proximity_slop=3)
     engine = across.engines["search"]
-    assert engine.count(Search(("applicant", "lived"), 3)) == 2  # never across the original's paragraph end
-    assert not across.attack("the applicant [X]\n\nlived in", [2], [1]).proximity[(2, 1)].linkable  # nor the text's: no search
-    assert engine.reading.proximity_searches(engine.reading.segments("the applicant [X]\n\nlived in", engine.analyzer)) == []
+    assert engine.count(Search(("applicant", "lived"), 3)) == 3  # across the original's paragraph end too (SPEC §8)
+    assert not across.attack("the applicant [X]\n\nlived in", [2], [1]).proximity[(2, 1)].linkable  # all three hold it
+    assert engine.reading.proximity_searches(engine.reading.segments("the applicant [X]\n\nlived in", engine.analyzer))
 
 
 def test_proximity_settings_are_checked() -> None:

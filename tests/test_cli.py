@@ -62,7 +62,7 @@ def test_index_and_assess(tmp_path: Path, index: Path) -> None:
         "id": 7, "k": 2, "arity": 3, "readings": ["exact", "search"], "linkage_risk": 1.0, "anonymity": 1,  # the threat model's, by default
         "ngrams": [{"start": 24, "end": 28, "text": "Mura", "support": 1, "readings": ["exact", "search"]}],
         "combinations": [], "combination_linkable": False,
-        "combination_count": 0, "combination_groups": 0, "combinations_capped": False,
+        "combination_count": 0, "combination_groups": 0, "combinations_capped": False, "unread_scripts": [],
     }
     assert empty["anonymity"] is None and empty["ngrams"] == [] and empty["linkage_risk"] == 0.0
     assert "Mura" in (tmp_path / "r.html").read_text()

@@ -74,6 +74,9 @@ def index_command(
         False, "--updatable", help="Also store each document's tokens as level-1 rows (about 2-3 bytes per token), which --update and `delink compact` need."
     ),
     max_n: int = typer.Option(8, "--max-n", help="Longest N-gram to index (docs/linkage-rules.md)."),
+    max_n_chars: int = typer.Option(
+        16, "--max-n-chars", help="Most characters of scripts written without spaces in one N-gram of the search reading (docs/languages.md).",
+    ),
     readings: str = typer.Option(
         "exact,search", "--readings",
         help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8).",
@@ -146,7 +149,7 @@ def index_command(
         raise InputError("--retrieval reads the corpus twice, from local paths only; copy it here, or count it from local files")
     documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid, input_format)
     builder = IndexBuilder(
-        LinkageRules(max_n=max_n),
+        LinkageRules(max_n=max_n, max_n_chars=max_n_chars),
         memory_mb=memory_mb,
         workers=workers,
         dask=workers is not None,

@@ -14,7 +14,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.ngrams import LinkageAnalysis, analyze, minimal_across, reading_names
-from ..linkage.readings import DEFAULT_READINGS
+from ..linkage.readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .alignment import align, merge_aligned, set_span_values
 from .base import IndexedComponent, ScoreFunction
 from .extensions import record_anonymity, set_token_risks
@@ -57,4 +57,7 @@ class LinkageRiskAnnotator(IndexedComponent):
         set_token_risks(doc, spans.first, spans.stop, 1.0 / support)
         found_anonymity = [a for a in (analysis.anonymity() for analysis in analyses) if a is not None]
         record_anonymity(doc, self.name, min(found_anonymity) if found_anonymity else None)
+        unread = unread_scripts(analyses[0].tokens.codes, index.splits_scripts(self.readings)) if analyses else []
+        if unread:  # its risk of 0 would say nothing of what an engine finds
+            warn_unread(unread, self.readings)
         return doc

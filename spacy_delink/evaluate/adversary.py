@@ -46,12 +46,14 @@ import re
 import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 
 from ..errors import DelinkError, InputError
 from ..linkage.search_form import fold_text
+from ..linkage.tokenize import SPACELESS_SCRIPTS, script_table
 
 #: tantivy's default text analysis, spelled out, for the exact reading.
 MAX_TOKEN_CHARS = 40
@@ -66,6 +68,15 @@ _FIELD = "text"
 _DOC = "doc"
 _PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # the complement of str.isalnum()
+
+
+@lru_cache(maxsize=1)
+def _spaceless_letter() -> re.Pattern[str]:
+    """One letter of a script written without spaces (SPEC §8): a search token of its own."""
+    table, names = script_table()
+    split = np.isin(table, [names.index(name) + 1 for _, _, name in SPACELESS_SCRIPTS])
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], split.astype(np.int8), [0]])))
+    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b - 1))}" for a, b in zip(edges[::2], edges[1::2])) + "]")
 
 Cell = tuple[int, int]
 #: The widest proximity search: a mask hiding more words than this is not bridged.
@@ -212,17 +223,18 @@ class ExactReading(Reading):
 
 @dataclass(frozen=True)
 class SearchReading(Reading):
-    """SPEC §8: the search form, letters and digits only, breaks at masks and paragraph ends only."""
+    """SPEC §8: the search form, letters and digits only, one word per letter of a script written
+    without spaces (each cut apart on the text as written, so a Hangul syllable stays one word),
+    breaks at masks only: an engine indexes a document as one field, across paragraph ends."""
 
     mask_patterns: tuple[str, ...]
-    paragraph_breaks: bool = True
     #: The widest proximity search the index must keep from crossing a break.
     max_slop: int = DEFAULT_PROXIMITY_SLOP
     name = "search"
 
     @classmethod
     def from_rules(cls, rules: Any, max_slop: int) -> "SearchReading":
-        return cls(tuple(rules.mask_patterns), rules.paragraph_breaks, max_slop)
+        return cls(tuple(rules.mask_patterns), max_slop)
 
     def analyzer(self) -> Any:
         """tantivy's simple tokenizer alone: the search form is case-folded already, and no
@@ -232,16 +244,14 @@ class SearchReading(Reading):
         return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).build()
 
     def pieces(self, text: str) -> list[tuple[str, bool]]:
-        """``(piece, cut by masks only)``: the search form, letters and digits only, cut at masks
-        and paragraph ends; the flag says whether only masks separate it from the piece before."""
+        """``(piece, after a mask)``: the search form between masks, letters and digits only;
+        the flag says whether a mask separates it from the piece before."""
         patterns = [re.compile(p) for p in self.mask_patterns]
         found: list[tuple[str, bool]] = []
         start, after_mask = 0, False
         for mask_start, mask_end in _mask_spans(text, patterns) + [(len(text), len(text))]:
-            folded = fold_text(text[start:mask_start])
-            paragraphs = _PARAGRAPH_END.split(folded) if self.paragraph_breaks else [folded]
-            for number, paragraph in enumerate(paragraphs):
-                found.append((_NOT_LETTER_OR_DIGIT.sub(" ", paragraph), after_mask and number == 0))
+            apart = _spaceless_letter().sub(r" \g<0> ", text[start:mask_start])
+            found.append((_NOT_LETTER_OR_DIGIT.sub(" ", fold_text(apart)), after_mask))
             start, after_mask = mask_end, True
         return found
 

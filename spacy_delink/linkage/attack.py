@@ -20,7 +20,7 @@ from .combinations import CombinationAnalysis, analyze_combinations, check_arity
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .index import CorpusIndex
 from .ngrams import LinkageAnalysis, analyze, ngram_records
-from .readings import DEFAULT_READINGS
+from .readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .units import Units
 from .scores import risk_from_anonymity
 
@@ -106,6 +106,7 @@ class Detection:
     flagging: str = DEFAULT_STRATEGY
     _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
     _units: Units | None = field(default=None, repr=False)
+    _unread: list[str] | None = field(default=None, repr=False)
 
     @property
     def readings(self) -> tuple[str, ...]:
@@ -133,9 +134,18 @@ class Detection:
         return any(part.combination_linkable for part in self.parts)
 
     @property
+    def unread_scripts(self) -> list[str]:
+        """Scripts written without spaces in the text that no reading checked reads per character
+        (``readings.unread_scripts``): the text is then never protected (SPEC §8)."""
+        if self._unread is None:
+            codes = self.parts[0].analysis.tokens.codes if self.parts else np.zeros(0, dtype=np.uint32)
+            self._unread = unread_scripts(codes, self.index.splits_scripts(self.readings))
+        return self._unread
+
+    @property
     def protected(self) -> bool:
-        """SPEC §7 under every reading checked (§8)."""
-        return all(part.protected for part in self.parts)
+        """SPEC §7 under every reading checked (§8), and no letters of a script those readings cannot split."""
+        return all(part.protected for part in self.parts) and not self.unread_scripts
 
     @property
     def units(self) -> Units:
@@ -248,7 +258,10 @@ def detect(
         analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading, twins=twins)
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
-    return Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)
+    detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)
+    if detection.unread_scripts:
+        warn_unread(detection.unread_scripts, detection.readings)
+    return detection
 
 
 def assess_text(
@@ -278,6 +291,7 @@ def assess_text(
         "ngrams": ngram_records([part.analysis for part in detection.parts]),
         "combinations": _merged_combination_records(detection, max_combinations),
         "combination_linkable": detection.combination_linkable,
+        "unread_scripts": detection.unread_scripts,
     }
 
 

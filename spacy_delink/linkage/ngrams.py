@@ -229,7 +229,9 @@ def analyze(
     reading the lookups of the n-grams both read alike (``levels.TwinLevel``).
     """
     check_k(k)
-    max_n = index.max_n if max_n is None else min(max_n, index.max_n)
+    # Levels past max_n hold the search reading's n-grams with characters of scripts written
+    # without spaces; ``tokens.remaining`` keeps every other n-gram within max_n.
+    max_n = index.max_tokens if max_n is None else min(max_n, index.max_tokens)
     index_levels = index.levels_of(reading)
     tokens, digests = index.tokenize(text, reading)
     count = len(tokens)

@@ -15,7 +15,10 @@ query for a reading it does not hold is refused, never answered from another.
 """
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
 
 from ..errors import InputError
 
@@ -23,6 +26,13 @@ if TYPE_CHECKING:  # the tokenizers load compiled kernels: imported when one is 
     from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
 READINGS = ("exact", "search")
+#: The version of the readings' tokens (beside the search form's tables, which the index
+#: records apart). Version 2 reads each letter of a script written without spaces as a token,
+#: bounded by ``max_n_chars``, under both readings, and joins paragraph ends under the search
+#: one. An index whose search reading has another version is refused with a request to
+#: rebuild; one whose exact reading has none (built before) reads those scripts as whole
+#: runs, so a text holding them is never reported protected by it (``unread_scripts``).
+READING_VERSION = 2
 #: Both readings: SPEC §8's default for building, querying and deciding "protected".
 DEFAULT_READINGS = READINGS
 
@@ -43,6 +53,54 @@ def tokenizer_for(reading: str, rules: "LinkageRules") -> "Tokenizer | SearchTok
     from .tokenize import SearchTokenizer, Tokenizer
 
     return Tokenizer(rules) if reading == "exact" else SearchTokenizer(rules)
+
+
+class UnreadScriptWarning(UserWarning):
+    """A text holds letters of a script written without spaces that the readings checked read only as whole runs."""
+
+
+def unread_scripts(codes: np.ndarray, split: bool) -> list[str]:
+    """The scripts written without spaces whose letters ``codes`` (a text's code points) hold
+    and that the readings checked do not read one character at a time (SPEC §8): all of
+    them when no reading checked ``split`` them (an index built before), else those no
+    reading splits (``UNSPLIT_SCRIPTS``).
+
+    Such a text is one token per clause to the index: nothing in it can be linkable, which
+    says nothing of what an engine finds, so it is never reported protected.
+    """
+    from .tokenize import SPACELESS_SCRIPTS, script_table
+
+    table, names = script_table()
+    found = table[codes]
+    if not found.any():  # most texts: one gather, no sort
+        return []
+    present = [names[number - 1] for number in np.unique(found[found != 0]).tolist()]
+    read = {name for _, _, name in SPACELESS_SCRIPTS} if split else set()
+    return [name for name in present if name not in read]
+
+
+def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
+    """The one-line warning for a text with ``unread_scripts``: what, why, and the fix."""
+    from .tokenize import SPACELESS_SCRIPTS
+
+    names = list(scripts)
+    split = {name for _, _, name in SPACELESS_SCRIPTS}
+    fix = (
+        "rebuild the index with this spacy-delink, which reads them one character at a time "
+        "(`delink index <corpus> -o <index> --overwrite`)"
+        if any(name in split for name in names)
+        else "no reading of this spacy-delink splits that script into characters: review such text by hand"
+    )
+    verb = "read" if len(check_readings(readings)) > 1 else "reads"
+    return (
+        f"the text holds {', '.join(names)} letters, which the {describe(readings)} {verb} only as whole runs "
+        f"(a script written without spaces): it is not reported protected; {fix} (docs/languages.md)"
+    )
+
+
+def warn_unread(scripts: Iterable[str], readings: Iterable[str]) -> None:
+    """``unread_message`` as an ``UnreadScriptWarning`` (Python shows each distinct one once)."""
+    warnings.warn(unread_message(scripts, readings), UnreadScriptWarning, stacklevel=3)
 
 
 def describe(readings: Iterable[str]) -> str:

@@ -15,7 +15,16 @@ the only literal one, and each covered by ``tests/test_tokenization.py``):
 * masks are the union of all patterns' matches, merged where they overlap or touch;
   a mask's characters never start or end a token, and its gap always breaks, also
   when the gap is a single ``.`` or ``,`` covered by a mask;
-* the search form skips NFKC for ASCII tokens (NFKC is the identity there).
+* the search form skips NFKC for ASCII tokens (NFKC is the identity there);
+* a letter of a script written without spaces is a token of its own (``SPACELESS_SCRIPTS``),
+  under the search reading as SPEC §8 says and under the exact reading too, with the
+  combining marks after it: the search form maps some of those letters to look-alikes
+  (士 reads 土), so only an exact reading by character finds a phrase that an engine
+  without that mapping finds (SPEC §8: linkable under either reading). Under the search
+  reading a Hangul syllable is one token although its search form spells it as jamo.
+  Their decimal digits are not split (a number is one token), and an n-gram holds at
+  most ``max_n`` other tokens and at most ``max_n_chars`` such characters, both bounds
+  at once (``Tokens.remaining``; docs/languages.md).
 """
 from __future__ import annotations
 
@@ -51,6 +60,10 @@ class LinkageRules:
     """The configurable rules of SPEC §1–3; an index records them and refuses other rules."""
 
     max_n: int = 8
+    #: SPEC §8: the longest n-gram of the search reading counts at most this many characters
+    #: of scripts written without spaces (``SPACELESS_SCRIPTS``), besides at most ``max_n``
+    #: other tokens (docs/languages.md).
+    max_n_chars: int = 16
     break_chars: str = DEFAULT_BREAK_CHARS
     non_breaking_single: str = DEFAULT_NON_BREAKING_SINGLE
     paragraph_breaks: bool = True
@@ -61,6 +74,8 @@ class LinkageRules:
     def __post_init__(self) -> None:
         if not 1 <= self.max_n <= MAX_SUPPORTED_N:
             raise InputError(f"max_n must be between 1 and {MAX_SUPPORTED_N}, got {self.max_n}")
+        if not isinstance(self.max_n_chars, int) or isinstance(self.max_n_chars, bool) or not 1 <= self.max_n_chars <= MAX_SUPPORTED_N:
+            raise InputError(f"max_n_chars must be an integer between 1 and {MAX_SUPPORTED_N}, got {self.max_n_chars!r}")
         if self.normalization not in (None, "NFC", "NFD", "NFKC", "NFKD"):
             raise InputError(f"normalization must be NFC, NFD, NFKC, NFKD or None, got {self.normalization!r}")
         for pattern in self.mask_patterns:
@@ -89,9 +104,16 @@ class LinkageRules:
     def same_tokenization(self, other: "LinkageRules") -> bool:
         """True when both rules produce the same tokens, segments and search forms."""
         mine, theirs = self.to_dict(), other.to_dict()
-        mine.pop("max_n")
-        theirs.pop("max_n")
+        for bound in ("max_n", "max_n_chars"):
+            mine.pop(bound)
+            theirs.pop(bound)
         return mine == theirs
+
+    @property
+    def levels(self) -> int:
+        """The most tokens an n-gram can hold: ``max_n``, and up to ``max_n_chars``
+        one-character tokens of scripts written without spaces beside them."""
+        return self.max_n + self.max_n_chars
 
 
 def _cache_dir() -> Path:
@@ -140,13 +162,70 @@ def _char_classes(break_chars: str) -> np.ndarray:
     return table
 
 
+#: SPEC §8's scripts written without spaces, as inclusive code point ranges: under the search
+#: reading each of their letters is a search token of its own (a Hangul syllable, which the
+#: search form spells as its jamo, one token). Their decimal digits are not listed: a number
+#: reads as one token, as an engine reads it.
+SPACELESS_SCRIPTS: tuple[tuple[int, int, str], ...] = (
+    (0x0E01, 0x0E5B, "Thai"), (0x0E81, 0x0EDF, "Lao"), (0x1000, 0x109F, "Myanmar"), (0x1100, 0x11FF, "Hangul"),
+    (0x1780, 0x17FF, "Khmer"), (0x19E0, 0x19FF, "Khmer"), (0x2E80, 0x2FDF, "Han"), (0x3005, 0x3007, "Han"),
+    (0x3021, 0x3029, "Han"), (0x3038, 0x303B, "Han"), (0x3041, 0x309F, "Hiragana"), (0x30A0, 0x30FF, "Katakana"),
+    (0x3131, 0x318E, "Hangul"), (0x31F0, 0x31FF, "Katakana"), (0x3400, 0x4DBF, "Han"), (0x4E00, 0x9FFF, "Han"),
+    (0xA960, 0xA97F, "Hangul"), (0xA9E0, 0xA9FF, "Myanmar"), (0xAA60, 0xAA7F, "Myanmar"), (0xAC00, 0xD7A3, "Hangul"),
+    (0xD7B0, 0xD7FF, "Hangul"), (0xF900, 0xFAFF, "Han"), (0xFF66, 0xFF9F, "Katakana"), (0xFFA1, 0xFFDC, "Hangul"),
+    (0x1AFF0, 0x1AFFF, "Katakana"), (0x1B000, 0x1B16F, "Hiragana"), (0x20000, 0x2FA1F, "Han"), (0x30000, 0x323AF, "Han"),
+)
+#: Scripts also written without spaces that no reading splits into characters (SPEC §8 names
+#: the eight above): a text holding their letters is never reported protected.
+UNSPLIT_SCRIPTS: tuple[tuple[int, int, str], ...] = (
+    (0x1950, 0x197F, "Tai Le"), (0x1980, 0x19DF, "New Tai Lue"), (0x1A00, 0x1A1F, "Buginese"), (0x1A20, 0x1AAF, "Tai Tham"),
+    (0x1B00, 0x1B7F, "Balinese"), (0xA000, 0xA4CF, "Yi"), (0xA980, 0xA9DF, "Javanese"), (0x17000, 0x18AFF, "Tangut"),
+    (0x1B170, 0x1B2FF, "Nushu"),
+)
+_ORDINARY, _SPACELESS, _HANGUL, _MARK = 0, 1, 2, 3
+
+
+@lru_cache(maxsize=1)
+def script_table() -> tuple[np.ndarray, tuple[str, ...]]:
+    """A uint8 per code point: 0, or 1 + the index in the names of the script written without
+    spaces whose letter (a letter, mark or letter number) it is; and those names. The
+    ``SPACELESS_SCRIPTS`` come first, then the ``UNSPLIT_SCRIPTS``."""
+    names = tuple(dict.fromkeys(name for _, _, name in SPACELESS_SCRIPTS + UNSPLIT_SCRIPTS))
+    table = np.zeros(0x110000, dtype=np.uint8)
+    category = unicodedata.category
+    for first, last, name in SPACELESS_SCRIPTS + UNSPLIT_SCRIPTS:
+        number = names.index(name) + 1
+        for cp in range(first, last + 1):
+            kind = category(chr(cp))
+            if kind[0] in "LM" or kind == "Nl":
+                table[cp] = number
+    return table, names
+
+
+@lru_cache(maxsize=1)
+def _spaceless_kinds() -> np.ndarray:
+    """A uint8 per code point: ``_ORDINARY``, ``_SPACELESS`` (a token of its own), ``_HANGUL``
+    (under the search reading, a token with the other characters its syllable folded to) or
+    ``_MARK`` (a combining mark of those scripts: part of the token before it)."""
+    table, names = script_table()
+    split = np.isin(table, [names.index(name) + 1 for _, _, name in SPACELESS_SCRIPTS])
+    kinds = np.where(split, _SPACELESS, _ORDINARY).astype(np.uint8)
+    kinds[table == names.index("Hangul") + 1] = _HANGUL
+    marks = [cp for cp in np.flatnonzero(split).tolist() if unicodedata.category(chr(cp))[0] == "M"]
+    kinds[marks] = _MARK
+    return kinds
+
+
 @dataclass
 class Tokens:
     """The tokens of one text: offsets, where segments (join-runs) start, and the masks.
 
     ``segment_start[i]`` is true when the gap before token ``i`` breaks (or ``i`` is the
-    first token); an n-gram may start at ``i`` only if ``remaining[i] >= n``, the number
-    of tokens from ``i`` to the end of its segment. ``codes`` are the text's code points.
+    first token); an n-gram may start at ``i`` only if ``remaining[i] >= n``: the most
+    tokens from ``i`` on that stay in its segment and within the rules' bounds (``max_n``
+    tokens, and under the search reading ``max_n_chars`` more that are characters of
+    scripts written without spaces, flagged in ``spaceless``). ``codes`` are the text's
+    code points.
 
     ``starts`` and ``ends`` are always offsets into ``text``. A token's key is made of
     ``form_codes[form_starts[i]:form_ends[i]]``: the text's own code points under the exact
@@ -161,6 +240,11 @@ class Tokens:
     masks: list[tuple[int, int]] = field(default_factory=list)
     #: The search reading's folded code points and token bounds in them (None: the text's own).
     folded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: Per token, whether it is one character of a script written without spaces (None: none is).
+    spaceless: np.ndarray | None = None
+    #: The rules' bounds on an n-gram (``LinkageRules.max_n``, ``max_n_chars``).
+    max_n: int = MAX_SUPPORTED_N
+    max_n_chars: int = MAX_SUPPORTED_N
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -183,8 +267,10 @@ class Tokens:
 
     @property
     def remaining(self) -> np.ndarray:
-        """Tokens from each position to the end of its segment (inclusive)."""
-        return _segment_room(self.segment_start)
+        """The longest n-gram that may start at each position (its segment and the bounds allow it)."""
+        if self.spaceless is None or not self.spaceless.any():
+            return np.minimum(_segment_room(self.segment_start), self.max_n)
+        return _bounded_room(self.segment_start, self.spaceless, self.max_n, self.max_n_chars)
 
 
 _NEWLINE, _SPACE, _TAB, _CR = 10, 32, 9, 13
@@ -204,6 +290,40 @@ def _segment_room(segment_start: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def _bounded_room(segment_start: np.ndarray, spaceless: np.ndarray, max_n: int, max_n_chars: int) -> np.ndarray:
+    """``Tokens.remaining`` with characters of scripts written without spaces: the longest
+    window from each position that stays in its segment with at most ``max_n`` other tokens
+    and ``max_n_chars`` such characters (two pointers: each window is one longer or shorter
+    than the last)."""
+    size = len(segment_start)
+    room = np.empty(size, dtype=np.int64)
+    end = 0
+    words = 0
+    chars = 0
+    for i in range(size):
+        if end < i + 1:  # the window at i always holds token i
+            end = i + 1
+            words = 0 if spaceless[i] else 1
+            chars = 1 if spaceless[i] else 0
+        while end < size and not segment_start[end]:
+            if spaceless[end]:
+                if chars == max_n_chars:
+                    break
+                chars += 1
+            else:
+                if words == max_n:
+                    break
+                words += 1
+            end += 1
+        room[i] = end - i
+        if spaceless[i]:
+            chars -= 1
+        else:
+            words -= 1
+    return room
+
+
+@nb.njit(cache=True, nogil=True)
 def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
     """Set ``flags`` to 1 over each half-open range (a masked text has hundreds)."""
     for i in range(len(ranges)):
@@ -212,21 +332,25 @@ def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
 
 @nb.njit(cache=True, nogil=True)
 def _scan_codes(
-    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token starts, ends and segment starts of a text's code points (SPEC §1–2).
+    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Token starts, ends, segment starts and character flags of a text's code points (SPEC §1–2).
 
     ``classes`` maps a code point to ``_OTHER``, ``_WORD`` or ``_BREAK``; ``masked`` marks
     the characters inside masks; ``single`` lists the code points that do not break when
     they are a whole gap alone. A gap breaks when it holds a break character, a masked
     character, or (with ``paragraph_breaks``) a newline, then only spaces, tabs or
-    carriage returns, then a newline — unless it is exactly one unmasked ``single``.
+    carriage returns, then a newline — unless it is exactly one unmasked ``single``. A
+    letter of a script written without spaces (``kinds``) is a token of its own with the
+    combining marks after it, and a run of other word characters ends where one starts,
+    with no gap before the next piece (docs/languages.md).
     """
     size = len(codes)
-    capacity = size // 2 + 1
+    capacity = size + 1  # every character can be a token of its own
     starts = np.empty(capacity, dtype=np.int64)
     ends = np.empty(capacity, dtype=np.int64)
     segment_start = np.empty(capacity, dtype=np.bool_)
+    spaceless = np.empty(capacity, dtype=np.bool_)
     count = 0
     gap_breaks = True
     i = 0
@@ -265,13 +389,64 @@ def _scan_codes(
                     breaks = False
         segment_start[count] = breaks
         starts[count] = i
+        kind = kinds[codes[i]]
+        spaceless[count] = kind != _ORDINARY
         i += 1
-        while i < size and classes[codes[i]] == _WORD and masked[i] == 0:
-            i += 1
+        if kind == _ORDINARY:
+            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
+                i += 1
+        else:
+            while i < size and masked[i] == 0 and kinds[codes[i]] == _MARK:
+                i += 1
         ends[count] = i
         count += 1
         gap_breaks = False
-    return starts[:count], ends[:count], segment_start[:count]  # views: the pages past ``count`` are never touched
+    return starts[:count], ends[:count], segment_start[:count], spaceless[:count]  # views: the pages past ``count`` are never touched
+
+
+@nb.njit(cache=True, nogil=True)
+def _scan_search(
+    codes: np.ndarray, origin: np.ndarray, text_codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, kinds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The search reading's tokens of a text's search form (SPEC §8): starts, ends, segment
+    starts and whether each is a character of a script written without spaces.
+
+    ``classes`` tells word characters; ``kinds`` (``_spaceless_kinds``) splits them: a
+    character of a script written without spaces is a token alone (the characters that one
+    Hangul syllable of ``text_codes`` folded to, ``origin``, are one token: its jamo, some
+    read as Han or Katakana look-alikes), and a run of other word
+    characters ends where such a character starts, with no gap before the next piece. Only
+    a mask breaks a gap: punctuation and paragraph ends join, as in an engine's field.
+    """
+    size = len(codes)
+    starts = np.empty(size, dtype=np.int64)
+    ends = np.empty(size, dtype=np.int64)
+    segment_start = np.empty(size, dtype=np.bool_)
+    spaceless = np.empty(size, dtype=np.bool_)
+    count = 0
+    gap_breaks = True
+    i = 0
+    while i < size:
+        if classes[codes[i]] != _WORD or masked[i] != 0:
+            if masked[i] != 0:
+                gap_breaks = True
+            i += 1
+            continue
+        kind = _HANGUL if kinds[text_codes[origin[i]]] == _HANGUL else kinds[codes[i]]
+        segment_start[count] = gap_breaks
+        starts[count] = i
+        spaceless[count] = kind != _ORDINARY
+        i += 1
+        if kind == _ORDINARY:
+            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
+                i += 1
+        elif kind == _HANGUL:  # whatever letters the syllable's jamo fold to (look-alikes: Han, Katakana)
+            while i < size and origin[i] == origin[i - 1] and classes[codes[i]] == _WORD and masked[i] == 0:
+                i += 1
+        ends[count] = i
+        count += 1
+        gap_breaks = False
+    return starts[:count], ends[:count], segment_start[:count], spaceless[:count]
 
 
 class _MaskedTokenizer(ABC):
@@ -308,8 +483,10 @@ class _MaskedTokenizer(ABC):
         """Tokens of several texts in one vectorized pass, and each text's token count.
 
         The texts are joined by a paragraph end; masks are found per text (a pattern never
-        spans two texts) and every text's first token starts a new segment, so each text is
-        tokenized exactly as alone. Offsets refer to the joined text.
+        spans two texts) and every text's first token starts a new segment (the search
+        reading joins across paragraph ends, so the separator alone would not keep two
+        texts apart), so each text is tokenized exactly as alone. Offsets refer to the
+        joined text.
         """
         separator = "\n\n"
         masks: list[tuple[int, int]] = []
@@ -352,6 +529,7 @@ class Tokenizer(_MaskedTokenizer):
         super().__init__(rules)
         self._classes = _char_classes(self.rules.break_chars)
         self._single = np.array(sorted({ord(c) for c in self.rules.non_breaking_single}), dtype=np.uint32)
+        self._kinds = _spaceless_kinds()
 
     @property
     def folds_ascii(self) -> bool:
@@ -360,8 +538,13 @@ class Tokenizer(_MaskedTokenizer):
 
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes, masked = self._codes_and_masked(text, masks)
-        starts, ends, segment_start = _scan_codes(codes, self._classes, masked, self._single, self.rules.paragraph_breaks)
-        return Tokens(starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks)
+        starts, ends, segment_start, spaceless = _scan_codes(
+            codes, self._classes, masked, self._single, self.rules.paragraph_breaks, self._kinds
+        )
+        return Tokens(
+            starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks, spaceless=spaceless,
+            max_n=self.rules.max_n, max_n_chars=self.rules.max_n_chars,
+        )
 
     def search_form(self, raw: str) -> str:
         """SPEC §1: ``NFKC(token).casefold()`` (per the configured rules)."""
@@ -376,7 +559,8 @@ class Tokenizer(_MaskedTokenizer):
 
 class SearchTokenizer(_MaskedTokenizer):
     """The search reading (SPEC §8): runs of letters and digits of the text's search form,
-    broken only by masks and paragraph ends (punctuation joins, as in an engine's phrase query).
+    one token per character of a script written without spaces, broken only by masks
+    (punctuation and paragraph ends join, as in an engine's phrase query over one field).
 
     Masks are found on the text as written (a pattern such as ``[PERSON]`` needs its
     capitals) and mask the folded characters they produced; offsets refer to the text.
@@ -389,18 +573,19 @@ class SearchTokenizer(_MaskedTokenizer):
     def __init__(self, rules: LinkageRules | None = None) -> None:
         super().__init__(rules)
         self._classes = _char_classes("")
-        self._single = np.zeros(0, dtype=np.uint32)
+        self._kinds = _spaceless_kinds()
         self._table = fold_table()
 
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes, masked = self._codes_and_masked(text, masks)
         folded, origin = fold_codes(codes, *self._table)
-        form_starts, form_ends, segment_start = _scan_codes(folded, self._classes, masked[origin], self._single, self.rules.paragraph_breaks)
+        form_starts, form_ends, segment_start, spaceless = _scan_search(folded, origin, codes, self._classes, masked[origin], self._kinds)
         starts = origin[form_starts]
         ends = origin[form_ends - 1] + 1
         return Tokens(
             starts=starts, ends=ends, segment_start=segment_start, text=text, codes=codes, masks=masks,
-            folded=(folded, form_starts, form_ends),
+            folded=(folded, form_starts, form_ends), spaceless=spaceless, max_n=self.rules.max_n,
+            max_n_chars=self.rules.max_n_chars,
         )
 
     @staticmethod

@@ -26,6 +26,7 @@ from spacy_llm.pipeline.llm import LLMWrapper
 
 from ..errors import DelinkError
 from ..linkage.attack import Detection
+from ..linkage.readings import unread_message
 from ..llm.tasks.rewrite.task import RESULT_KEY, RewriteTask
 from ..retrieval.defence import RetrievalGuard
 from .masking import mask_ranges, merge_ranges
@@ -202,6 +203,8 @@ class RewriteLoop:
         detected from scratch, and masking goes on from that detection should it still find
         something. Without ``incremental``, every pass ends in a detection from scratch.
         """
+        if result.detection.unread_scripts:  # no mask makes such a text protected: its phrases were never looked up
+            raise DelinkError(f"{self.name}: {unread_message(result.detection.unread_scripts, result.detection.readings)}")
         while not result.protected:
             ranges = mask_ranges(result.detection, self.granularity)
             if not ranges:

@@ -102,6 +102,9 @@ class BuildSummary:
     seconds: float = 0.0
     partitions: int = 0
     shards: int = 1
+    #: Levels stored: max_n, or max_n + max_n_chars when the search reading holds longer
+    #: n-grams (text written without spaces, ``LinkageRules.levels``).
+    levels: int = 0
     #: Invalid input lines skipped (``skip_invalid``), as ``<file>:<line>``.
     skipped_lines: list[str] = field(default_factory=list)
     #: What the build found and cleaned up (an interrupted earlier build), for the user.
@@ -267,15 +270,22 @@ class IndexBuilder:
                 else shards_module.shard_bits_for(summary.tokens, self.memory_bytes)
             )
             summary.shards = 1 << shard_bits
-            with Progress("counting n-grams", "levels", self.rules.max_n, enabled=self.progress) as bar:
+            longest = max((p.longest for p in partitions), default=0)
+            # Past max_n only n-grams with characters of scripts written without spaces: an
+            # index of a collection without them stores max_n levels.
+            level_total = self.rules.levels if longest > self.rules.max_n else self.rules.max_n
+            summary.levels = level_total
+            with Progress("counting n-grams", "levels", level_total, enabled=self.progress) as bar:
                 levels = shards_module.count_levels(
-                    runner, store, folder, partitions, self.rules.max_n, shard_bits, advance=bar.update,
+                    runner, store, folder, partitions, level_total, shard_bits, advance=bar.update,
                     keep_level1_keys=self.updatable, twins=self.twins,
                 )
             arrays = levels.arrays()
             forward_spec = None
             if self.updatable:
-                forward_spec, forward_arrays = self._forward(runner, store, folder, partitions, levels, summary.tokens, secret)
+                forward_spec, forward_arrays = self._forward(
+                    runner, store, folder, partitions, levels, summary.tokens, secret, level_total
+                )
                 arrays.update(forward_arrays)
         finally:
             runner.close()
@@ -294,6 +304,7 @@ class IndexBuilder:
         levels: shards_module.Levels,
         tokens: int,
         secret: bytes,
+        level_total: int,
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """The forward store (``forward.py``): each token's level-1 row, partition by partition.
 
@@ -305,11 +316,15 @@ class IndexBuilder:
                 per_shard[file.shard] = file.ngrams
         row_bases = np.cumsum([0, *per_shard]).tolist()
         count = len(partitions)
-        runner.map(forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count)
+        room_bits = forward.room_bits_for(level_total, self.rules.max_n)
+        runner.map(
+            forward.partition_rows, [store] * count, list(range(count)), [levels.shard_bits] * count, [row_bases] * count,
+            [room_bits] * count,
+        )
         documents = [len(p.doc_ids) for p in partitions]
-        bits = forward.row_bits(row_bases[-1])
+        bits = forward.row_bits(row_bases[-1], room_bits)
         nonce, arrays = runner.submit(forward.write_build, store, str(folder), documents, tokens, bits, secret).result()
-        return forward.manifest_entry(bits, nonce), arrays
+        return forward.manifest_entry(bits, nonce, room_bits), arrays
 
     def signed_manifest(
         self,
@@ -329,7 +344,7 @@ class IndexBuilder:
                 "key_id": key_id(secret),
                 "documents": summary.documents,
                 "tokens": summary.tokens,
-                "readings": reading_entries(self.readings, summary.reading_tokens),
+                "readings": reading_entries(self.readings, summary.reading_tokens, summary.levels),
                 "twins": self.twins,
                 "reduction": REDUCTION,
                 "shard_bits": shard_bits,

@@ -4,7 +4,9 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
 
     manifest.json                    format name and version, rules, readings, key id, counts, array table, MAC
     doc_ids.digests                  |S16, by document number: keyed digests of the documents' ids
-    shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n,
+    shard-<s>.level-<n>.ef           uint64 words: the shard's stored n-grams of length n
+                                     (n = 1..max_n, and with the search reading up to
+                                     max_n + max_n_chars: ``level_count``),
                                      Elias–Fano coded keys, then postings in classes by df
                                      (``codec.py``, ``POSTING_CLASSES``), then the df-1
                                      n-grams' documents, packed
@@ -56,7 +58,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import IndexFormatError
-from ..readings import READINGS
+from ..readings import READING_VERSION, READINGS
 from ..search_form import table_version
 from .codec import flag_words
 from .hashing import ForwardCipher, mac_matches, manifest_mac
@@ -105,16 +107,23 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 _ARRAY_FIELDS: dict[str, type] = {"dtype": str, "length": int, "bytes": int, "sha256": str}
 
 
-def reading_entries(readings: Sequence[str], tokens: dict[str, int]) -> dict[str, dict[str, Any]]:
+def reading_entries(readings: Sequence[str], tokens: dict[str, int], levels: int) -> dict[str, dict[str, Any]]:
     """The manifest's ``readings``: each reading the index holds, its tokens, and for the
     search reading the version of its search form (Unicode and UTS #39 data), which a
-    query must share."""
+    query must share, the version of its tokens and the levels stored (``level_count``)."""
     entries: dict[str, dict[str, Any]] = {}
     for reading in readings:
-        entries[reading] = {"tokens": int(tokens.get(reading, 0))}
+        entries[reading] = {"tokens": int(tokens.get(reading, 0)), "version": READING_VERSION, "levels": levels}
         if reading == "search":
             entries[reading]["form"] = table_version()
     return entries
+
+
+def level_count(manifest: dict[str, Any]) -> int:
+    """The levels an (already shape-checked) manifest's index stores: max_n, or with the search
+    reading up to max_n + max_n_chars (``LinkageRules.levels``) when the collection holds
+    longer n-grams (text written without spaces). A longer n-gram is in no document."""
+    return max(int(entry.get("levels", manifest["rules"]["max_n"])) for entry in manifest_readings(manifest).values())
 
 
 def manifest_readings(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -134,6 +143,25 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
         and ("search" not in readings or isinstance(readings["search"].get("form"), str))
     ):
         raise IndexFormatError(f"{manifest_path}: field 'readings' is malformed; rebuild the index with `delink index`")
+    if "search" in readings and readings["search"].get("version") != READING_VERSION:
+        raise IndexFormatError(
+            f"index {manifest_path.parent} holds an older search reading (version {readings['search'].get('version', 1)}, this "
+            f"spacy-delink reads version {READING_VERSION}: phrases across paragraph ends, one token per character of "
+            "Chinese, Japanese, Korean, Thai, Lao, Khmer and Myanmar, docs/linkage-rules.md §8); rebuild it with "
+            f"`delink index <corpus> -o {manifest_path.parent} --overwrite`"
+        )
+    for name, entry in readings.items():
+        if "version" not in entry and "levels" not in entry:
+            continue  # an exact reading built before version 2: it reads whole runs (``CorpusIndex.splits_scripts``)
+        max_n_chars, levels = manifest["rules"].get("max_n_chars"), entry.get("levels")
+        if not (
+            entry.get("version") == READING_VERSION and isinstance(max_n_chars, int) and not isinstance(max_n_chars, bool)
+            and max_n_chars >= 1 and isinstance(levels, int) and not isinstance(levels, bool) and 1 <= levels <= 64
+        ):
+            raise IndexFormatError(
+                f"{manifest_path}: readings.{name} (version, levels) or rules.max_n_chars is missing or malformed; "
+                "rebuild the index with `delink index`"
+            )
 
 
 def shard_file(shard: int, level: int) -> str:
@@ -177,9 +205,9 @@ def part_fields(part: str) -> tuple[str, ...]:
     return PACKED_FIELDS if part in PACKED_PARTS else LAYOUT_FIELDS
 
 
-def array_names(max_n: int, shard_bits: int, twins: bool = False) -> list[str]:
+def array_names(level_total: int, shard_bits: int, twins: bool = False) -> list[str]:
     """Every array an index of these dimensions lists, id digests first."""
-    levels = [(s, n) for n in range(1, max_n + 1) for s in range(1 << shard_bits)]
+    levels = [(s, n) for n in range(1, level_total + 1) for s in range(1 << shard_bits)]
     return [
         DOC_ID_DIGESTS, *(shard_file(s, n) for s, n in levels), *(frequent_file(s, n) for s, n in levels),
         *(twin_file(s, n) for s, n in levels if twins),
@@ -195,10 +223,10 @@ def delta_level_file(folder: str, level: int) -> str:
     return f"{folder}/level-{level}.ef"
 
 
-def delta_arrays(folder: str, max_n: int) -> list[str]:
+def delta_arrays(folder: str, level_total: int) -> list[str]:
     """Every array one delta lists."""
     return [f"{folder}/{DOC_ID_DIGESTS}", f"{folder}/{FORWARD_ROWS}", f"{folder}/{FORWARD_OFFSETS}",
-            *(delta_level_file(folder, n) for n in range(1, max_n + 1))]
+            *(delta_level_file(folder, n) for n in range(1, level_total + 1))]
 
 
 def coded_parts(name: str) -> tuple[str, ...]:
@@ -210,11 +238,11 @@ def coded_parts(name: str) -> tuple[str, ...]:
 
 def required_arrays(manifest: dict[str, Any]) -> list[str]:
     """Every array an (already shape-checked) manifest must list."""
-    names = array_names(manifest["rules"]["max_n"], manifest["shard_bits"], manifest.get("twins") is True)
+    names = array_names(level_count(manifest), manifest["shard_bits"], manifest.get("twins") is True)
     if manifest.get("forward") is not None:
         names += [FORWARD_ROWS, FORWARD_OFFSETS]
     for delta in manifest.get("deltas", []):
-        names += delta_arrays(delta["name"], manifest["rules"]["max_n"])
+        names += delta_arrays(delta["name"], level_count(manifest))
     return names
 
 
@@ -231,8 +259,12 @@ def default_ids_path(index_dir: str | Path) -> Path:
 
 
 def canonical_bytes(manifest: dict[str, Any]) -> bytes:
-    """The bytes the MAC covers: every field but ``mac``, in one deterministic JSON form."""
-    fields = {name: value for name, value in manifest.items() if name != "mac"}
+    """The bytes the MAC covers: every field but ``mac``, in one deterministic JSON form.
+
+    The fields go through JSON once first, so a dict with integer keys (levels: 1, 2, ..., 10)
+    is sorted as the strings it is read back as ("1", "10", "2"), at the build as when opened.
+    """
+    fields = json.loads(json.dumps({name: value for name, value in manifest.items() if name != "mac"}, allow_nan=False))
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
@@ -311,6 +343,7 @@ def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) 
     forward = manifest.get("forward")
     if forward is not None and not (
         isinstance(forward, dict) and _natural(forward.get("bits")) and forward["bits"] >= 2 and _nonce(forward.get("nonce"))
+        and (_natural(forward.get("room_bits", 1)) and 1 <= forward.get("room_bits", 1) < forward["bits"])
     ):
         raise IndexFormatError(f"{manifest_path}: field 'forward' is malformed; {rebuild}")
     if forward is not None and forward.get("cipher") != FORWARD_CIPHER:

@@ -5,9 +5,12 @@ and an exact update needs the latter for the few base documents that a new docum
 change (``update.py``). An index built with ``updatable=True`` (``delink index
 --updatable``) therefore also keeps, per segment (the base and each delta):
 
-    forward.rows     uint64 words: per token, ``row << 1 | segment end``, bit-packed at
-                     ``bits`` bits (``row_bits``): the token's row in level 1 and whether
-                     the gap after it breaks (or its document ends); sealed in chunks
+    forward.rows     uint64 words: per token, ``row << room_bits | room``, bit-packed at
+                     ``bits`` bits (``row_bits``): the token's row in level 1 and its room
+                     (``Tokens.remaining``, capped at ``2 ** room_bits - 1``; with one
+                     room bit, as in an index of max_n levels and before ``room_bits``
+                     was recorded: whether the gap after the token breaks or its
+                     document ends); sealed in chunks
                      (``hashing.ForwardCipher``: each chunk's ciphertext, then its tag)
     forward.offsets  uint64, documents + 1: the first token of each document
 
@@ -43,14 +46,24 @@ from .shards import WorkStore, kept_keys_name, write_durable
 REMAINING_CAP = 255
 
 
-def row_bits(level1_rows: int) -> int:
-    """Bits per packed token: the row (of ``level1_rows``) and the segment-end flag."""
-    return max(1, (max(1, level1_rows) - 1).bit_length()) + 1
+def room_bits_for(level_total: int, max_n: int) -> int:
+    """Bits of a token's room in a new store: one (the segment-end flag) when the index stores
+    ``max_n`` levels, where a room of 1 is a segment's end and longer rooms all read alike;
+    else enough for the index's longest n-gram."""
+    return 1 if level_total == max_n else level_total.bit_length()
 
 
-def token_values(rows: np.ndarray, remaining: np.ndarray) -> np.ndarray:
-    """What one token packs: its row and whether its segment ends with it."""
-    return (np.asarray(rows, dtype=np.uint64) << np.uint64(1)) | (np.asarray(remaining) == 1).astype(np.uint64)
+def row_bits(level1_rows: int, room_bits: int = 1) -> int:
+    """Bits per packed token: the row (of ``level1_rows``) and the room (``room_bits``)."""
+    return max(1, (max(1, level1_rows) - 1).bit_length()) + room_bits
+
+
+def token_values(rows: np.ndarray, remaining: np.ndarray, room_bits: int = 1) -> np.ndarray:
+    """What one token packs: its row and its room (with one room bit: whether its segment ends with it)."""
+    shifted = np.asarray(rows, dtype=np.uint64) << np.uint64(room_bits)
+    if room_bits == 1:
+        return shifted | (np.asarray(remaining) == 1).astype(np.uint64)
+    return shifted | np.minimum(np.asarray(remaining, dtype=np.uint64), np.uint64((1 << room_bits) - 1))
 
 
 def remaining_from_ends(ends: np.ndarray) -> np.ndarray:
@@ -66,9 +79,9 @@ def remaining_from_ends(ends: np.ndarray) -> np.ndarray:
     return np.minimum(last[np.searchsorted(last, here)] - here + 1, REMAINING_CAP).astype(np.uint8)
 
 
-def manifest_entry(bits: int, nonce: str) -> dict[str, Any]:
-    """The manifest's ``forward`` entry of a build: bits per token, the file's nonce (hex) and its cipher."""
-    return {"bits": bits, "nonce": nonce, "cipher": FORWARD_CIPHER}
+def manifest_entry(bits: int, nonce: str, room_bits: int) -> dict[str, Any]:
+    """The manifest's ``forward`` entry of a build: bits per token, the file's nonce (hex), its cipher and the room's bits."""
+    return {"bits": bits, "nonce": nonce, "cipher": FORWARD_CIPHER, "room_bits": room_bits}
 
 
 class ForwardWriter:
@@ -126,7 +139,10 @@ class Forward:
     ``words`` is the sealed file (``where`` names it in messages); reads open only the chunks they need.
     """
 
-    def __init__(self, words: np.ndarray, offsets: np.ndarray, bits: int, cipher: ForwardCipher, where: str) -> None:
+    def __init__(
+        self, words: np.ndarray, offsets: np.ndarray, bits: int, cipher: ForwardCipher, where: str, room_bits: int = 1
+    ) -> None:
+        self.room_bits = room_bits
         self.words = words
         self._cipher = cipher
         self.where = where
@@ -164,14 +180,18 @@ class Forward:
         first_word = begin * self.bits // 64
         words = self._plain_words(first_word, codec.packed_words(end, self.bits))
         values = codec.unpack(words, begin * self.bits - 64 * first_word, end - begin, self.bits)
-        rows = (values >> np.uint64(1)).astype(np.int64)
-        return rows, remaining_from_ends(values & np.uint64(1)), np.diff(self.offsets[first : stop + 1])
+        rows = (values >> np.uint64(self.room_bits)).astype(np.int64)
+        if self.room_bits == 1:
+            room = remaining_from_ends(values & np.uint64(1))
+        else:
+            room = (values & np.uint64((1 << self.room_bits) - 1)).astype(np.uint8)
+        return rows, room, np.diff(self.offsets[first : stop + 1])
 
 
 # --- the build's tasks (``builder.py`` runs them after the level passes) ---------------------
 
 
-def partition_rows(store: WorkStore, partition: int, shard_bits: int, row_bases: list[int]) -> None:
+def partition_rows(store: WorkStore, partition: int, shard_bits: int, row_bases: list[int], room_bits: int) -> None:
     """One partition's tokens as packed values (level-1 row, segment end) in the work store."""
     prefix = f"p{partition:05d}"
     tok = store.get(f"{prefix}.tok", np.uint64)
@@ -180,7 +200,7 @@ def partition_rows(store: WorkStore, partition: int, shard_bits: int, row_bases:
     for shard in np.unique(owner).tolist():
         chosen = owner == shard
         rows[chosen] = row_bases[shard] + np.searchsorted(store.get(kept_keys_name(shard, 1), np.uint64), tok[chosen])
-    store.put(f"{prefix}.fwd", token_values(rows, store.get(f"{prefix}.rem", np.uint8)))
+    store.put(f"{prefix}.fwd", token_values(rows, store.get(f"{prefix}.rem", np.uint8), room_bits))
 
 
 def write_build(

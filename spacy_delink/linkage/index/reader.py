@@ -30,6 +30,7 @@ from .format import (
     default_ids_path,
     delta_level_file,
     frequent_file,
+    level_count,
     load_manifest,
     manifest_readings,
     required_arrays,
@@ -123,7 +124,7 @@ class CorpusIndex:
         #: The deltas added by ``delink index --update`` (manifest entries), oldest first.
         self.deltas: list[dict[str, Any]] = manifest.get("deltas", [])
         self.base_documents = base_documents(manifest)
-        self.levels: dict[int, Level | UpdatedLevel] = {n: self._level(n, arrays, specs) for n in range(1, self.rules.max_n + 1)}
+        self.levels: dict[int, Level | UpdatedLevel] = {n: self._level(n, arrays, specs) for n in range(1, level_count(manifest) + 1)}
         #: Per level, each shard's twin bits (``format.twin_file``), when search rows share their exact twins'.
         self._twin_words: dict[int, list[np.ndarray]] = {}
         if manifest.get("twins"):
@@ -208,7 +209,9 @@ class CorpusIndex:
             try:
                 cipher = ForwardCipher(secret, bytes.fromhex(nonce))
                 where = f"index {self.path}: {prefix}{FORWARD_ROWS}"
-                stores.append(Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher, where))
+                stores.append(
+                    Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher, where, self.forward_room_bits)
+                )
             except ValueError as err:
                 raise IndexFormatError(f"index {self.path}: {prefix}{FORWARD_ROWS} does not match the manifest ({err}); rebuild it with `delink index`") from None
         return stores
@@ -252,6 +255,22 @@ class CorpusIndex:
     def max_n(self) -> int:
         return self.rules.max_n
 
+    def splits_scripts(self, readings: Iterable[str]) -> bool:
+        """Whether these readings of the index read each letter of a script written without
+        spaces as a token (version 2); an exact reading built before reads them as whole runs."""
+        return all("version" in self.reading_entries[reading] for reading in readings)
+
+    @property
+    def forward_room_bits(self) -> int:
+        """Bits of each token's room in the forward store (1: the segment-end flag of earlier releases)."""
+        forward = self.manifest.get("forward")
+        return int(forward.get("room_bits", 1)) if forward else 1
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens of an n-gram the index holds (``LinkageRules.levels``): its level count."""
+        return len(self.levels)
+
     def warn_if_k_exceeds_collection(self, k: int) -> None:
         """Warn when k exceeds the collection: any phrase found in it at all is then linkable."""
         if k > self.documents:
@@ -264,7 +283,7 @@ class CorpusIndex:
 
     def check_rules(self, rules: LinkageRules) -> None:
         """Refuse a query whose rules differ from those the index was built with."""
-        if not rules.same_tokenization(self.rules) or rules.max_n > self.rules.max_n:
+        if not rules.same_tokenization(self.rules) or rules.max_n > self.rules.max_n or rules.max_n_chars > self.rules.max_n_chars:
             raise InputError(
                 f"the query rules differ from those index {self.path} was built with "
                 f"(index: {self.rules.to_dict()}, query: {rules.to_dict()}); rebuild the index or use its rules"

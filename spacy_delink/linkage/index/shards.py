@@ -171,6 +171,8 @@ class PartitionResult:
     empty_documents: int
     skipped_lines: list[str] = field(default_factory=list)
     reading_tokens: dict[str, int] = field(default_factory=dict)
+    #: The longest n-gram any of its positions may start (``Tokens.remaining``, capped at 255).
+    longest: int = 0
 
 
 def reading_hashers(rules: LinkageRules, secret: bytes, readings: Sequence[str], vocabulary_limit: int) -> list[TokenHasher]:
@@ -251,7 +253,10 @@ def tokenize_documents(
     store.put(f"{prefix}.rem", np.concatenate(remaining) if remaining else np.zeros(0, dtype=np.uint8))
     store.put(f"{prefix}.doc", np.repeat(np.arange(len(count), dtype=np.uint32), count))
     tokens_by_reading = {hasher.tokenizer.reading: int(n) for hasher, n in zip(hashers, per_reading)}
-    return PartitionResult(partition, doc_ids, len(tok), int(np.count_nonzero(count == 0)), reading_tokens=tokens_by_reading)
+    longest = max((int(r.max()) for r in remaining if len(r)), default=0)
+    return PartitionResult(
+        partition, doc_ids, len(tok), int(np.count_nonzero(count == 0)), reading_tokens=tokens_by_reading, longest=longest
+    )
 
 
 def tokenize_file(

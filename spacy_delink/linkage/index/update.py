@@ -145,7 +145,7 @@ def linked_documents(index: CorpusIndex, tok: np.ndarray, rem: np.ndarray) -> tu
     df = np.zeros(0, dtype=np.int64)
     found: list[int] = []
     singles: dict[int, np.ndarray] = {}
-    for n in range(1, index.max_n + 1):
+    for n in range(1, index.max_tokens + 1):
         if n > 1:
             positions, keys = extend_level(positions, keys, df >= 2, rem, tok, n)
         if not len(positions):
@@ -211,7 +211,7 @@ def count_delta(
     frequent = np.zeros(0, dtype=bool)
     levels: list[_DeltaLevel] = []
     level1_rows = np.zeros(0, dtype=np.int64)
-    for n in range(1, index.max_n + 1):
+    for n in range(1, index.max_tokens + 1):
         level = index.levels[n]
         if n > 1:
             positions, keys = extend_level(positions, keys, frequent, rem, tok, n)
@@ -310,13 +310,19 @@ def update_index(
             store = WorkStore(scratch / "_work", memory_mb * 1024 * 1024)
             result = shards_module.tokenize_documents(store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=index.readings)
             new_tok, new_rem = store.get("p00000.tok", np.uint64), store.get("p00000.rem", np.uint8)
+            if result.longest > index.max_tokens:  # a delta holds the base's levels only
+                raise InputError(
+                    f"the new documents hold n-grams of up to {result.longest} tokens (text written without spaces, "
+                    f"docs/languages.md) but index {path} stores {index.max_tokens} levels; rebuild it with all the "
+                    f"documents (`delink index <corpus> -o {path} --updatable --overwrite`)"
+                )
             local_doc = store.get("p00000.doc", np.uint32)
             counts = np.bincount(local_doc, minlength=len(accepted))
             new_doc = local_doc + np.uint32(first_new)
             level1_keys = index.levels[1].keys_by_row()
             linked, singles = linked_documents(index, new_tok, new_rem)
             old_tok, old_rem, old_doc = _stored_documents(index, linked, level1_keys)
-            kept, old_rem = around(old_tok, old_rem, singles, index.max_n)
+            kept, old_rem = around(old_tok, old_rem, singles, index.max_tokens)
             old_tok, old_rem, old_doc = old_tok[kept], old_rem[kept], old_doc[kept]
             levels, level1_rows = count_delta(
                 index, np.concatenate([old_tok, new_tok]), np.concatenate([old_rem, new_rem]),
@@ -330,9 +336,9 @@ def update_index(
         arrays = {
             delta_level_file(name, n): _write_level(folder, delta_level_file(name, n), level, width) for n, level in enumerate(levels, 1)
         }
-        bits = forward.row_bits(len(index.levels[1]) + len(levels[0].keys))
+        bits = forward.row_bits(len(index.levels[1]) + len(levels[0].keys), index.forward_room_bits)
         writer = forward.ForwardWriter(folder, len(new_tok), bits, secret)
-        writer.add(forward.token_values(level1_rows[len(old_tok) :], new_rem))
+        writer.add(forward.token_values(level1_rows[len(old_tok) :], new_rem, index.forward_room_bits))
         nonce, forward_arrays = writer.finish(np.concatenate([[0], np.cumsum(counts)]))
         arrays.update({f"{name}/{k}": v for k, v in forward_arrays.items()})
         arrays[f"{name}/{DOC_ID_DIGESTS}"] = write_digests(folder, [index.id_digest(doc_id) for doc_id, _ in accepted])
@@ -382,12 +388,15 @@ def _forward_partitions(
             stop = int(np.searchsorted(segment.offsets, segment.offsets[first] + _COMPACT_PARTITION_TOKENS, side="right"))
             stop = min(max(stop - 1, first + 1), segment.documents)
             rows, rem, counts = segment.tokens(first, stop)
+            rem = np.minimum(rem, index.max_tokens).astype(np.uint8)  # a one-bit store reads a segment's whole room
             prefix = f"p{len(results):05d}"
             store.put(f"{prefix}.tok", level1_keys[rows])
             store.put(f"{prefix}.rem", rem)
             store.put(f"{prefix}.doc", np.repeat(np.arange(stop - first, dtype=np.uint32), counts))
             numbers: list[DocId] = list(range(start + first, start + stop))  # ids stand in: they are unique
-            results.append(shards_module.PartitionResult(len(results), numbers, len(rows), int(np.count_nonzero(counts == 0))))
+            results.append(shards_module.PartitionResult(
+                len(results), numbers, len(rows), int(np.count_nonzero(counts == 0)), longest=int(rem.max(initial=0)),
+            ))
             first = stop
     return results
 
