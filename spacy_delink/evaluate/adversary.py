@@ -53,6 +53,7 @@ import numpy as np
 
 from ..errors import DelinkError, InputError
 from ..linkage.search_form import fold_text
+from .collection import NUMBER_FIELD, TEXT_FIELD, index_collection
 from ..linkage.tokenize import SPACELESS_SCRIPTS, script_table
 
 #: tantivy's default text analysis, spelled out, for the exact reading.
@@ -64,8 +65,6 @@ SENTINEL = "BREAK"
 DEFAULT_PROXIMITY_SLOP = 3
 #: Words taken on each side of a mask for a proximity search (1 and 2 are both tried).
 PROXIMITY_WORDS = 2
-_FIELD = "text"
-_DOC = "doc"
 _PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # the complement of str.isalnum()
 
@@ -340,52 +339,35 @@ class _Engine:
         self._tantivy = tantivy
         self.reading = reading
         self.max_n = max_n
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field(_FIELD, stored=False, tokenizer_name="delink_adversary", index_option="position")
-        builder.add_unsigned_field(_DOC, stored=False, indexed=False, fast=True)
-        self.schema = builder.build()
         self.analyzer = reading.analyzer()
-        self.engine = tantivy.Index(self.schema)
-        self.engine.register_tokenizer("delink_adversary", self.analyzer)
-        writer = self.engine.writer(heap_size=64_000_000, num_threads=1)
-        count = 0
-        for number, text in enumerate(documents):
-            document = tantivy.Document()
-            document.add_unsigned(_DOC, number)
-            for value in reading.index_values(text):
-                document.add_text(_FIELD, value)
-            writer.add_document(document)
-            count = number + 1
-        writer.commit()
-        writer.wait_merging_threads()
-        self.engine.reload()
-        self.searcher = self.engine.searcher()
-        self.documents = count
+        collection = index_collection(self.analyzer, "delink_adversary", "position", map(reading.index_values, documents))
+        self.schema, self.engine, self.searcher = collection.schema, collection.engine, collection.searcher
+        self.documents = collection.documents
         self._hits: dict[Search, np.ndarray] = {}
 
     def _query(self, search: Search) -> Any:
         if len(search.words) == 1:
-            return self._tantivy.Query.term_query(self.schema, _FIELD, search.words[0])
-        return self._tantivy.Query.phrase_query(self.schema, _FIELD, list(search.words), search.slop)
+            return self._tantivy.Query.term_query(self.schema, TEXT_FIELD, search.words[0])
+        return self._tantivy.Query.phrase_query(self.schema, TEXT_FIELD, list(search.words), search.slop)
 
     def count(self, search: Search) -> int:
         """Documents matching one search."""
         if len(search.words) == 1:
-            return int(self.searcher.doc_freq(_FIELD, search.words[0]))
-        return int(self.searcher.search(self._query(search), limit=1).count)  # type: ignore[attr-defined]
+            return int(self.searcher.doc_freq(TEXT_FIELD, search.words[0]))
+        return int(self.searcher.search(self._query(search), limit=1).count)
 
     def count_all(self, searches: Sequence[Search]) -> int:
         """Documents matching every search: one boolean AND query."""
         tantivy = self._tantivy
         query = tantivy.Query.boolean_query([(tantivy.Occur.Must, self._query(search)) for search in searches])
-        return int(self.searcher.search(query, limit=1).count)  # type: ignore[attr-defined]
+        return int(self.searcher.search(query, limit=1).count)
 
     def hits(self, search: Search) -> np.ndarray:
         """Sorted document numbers matching one search (cached)."""
         found = self._hits.get(search)
         if found is None:
             result = self.searcher.search(self._query(search), limit=max(self.documents, 1))
-            numbers = self.searcher.fast_field_values(_DOC, [address for _, address in result.hits])
+            numbers = self.searcher.fast_field_values(NUMBER_FIELD, [address for _, address in result.hits])
             found = self._hits[search] = np.sort(np.asarray(numbers, dtype=np.int64))
         return found
 

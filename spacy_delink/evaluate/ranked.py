@@ -25,9 +25,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..linkage.search_form import fold_text
+from .collection import NUMBER_FIELD, TEXT_FIELD, index_collection
 
-_FIELD = "text"
-_DOC = "number"
 #: tantivy's BM25 (fixed in tantivy; Lucene's BM25Similarity defaults).
 TANTIVY_BM25 = {"engine": "tantivy", "k1": 1.2, "b": 0.75, "analyzer": "fold_text, simple tokenizer, lowercase, ascii_fold"}
 
@@ -56,31 +55,15 @@ class RankedAdversary:
 
         self._tantivy = tantivy
         self._masks = [re.compile(pattern) for pattern in mask_patterns]
-        builder = tantivy.SchemaBuilder()
-        builder.add_text_field(_FIELD, stored=False, tokenizer_name="delink_ranked", index_option="freq")
-        builder.add_unsigned_field(_DOC, stored=False, indexed=False, fast=True)
-        self.schema = builder.build()
         self.analyzer = (
             tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
             .filter(tantivy.Filter.lowercase())
             .filter(tantivy.Filter.ascii_fold())
             .build()
         )
-        self.engine = tantivy.Index(self.schema)
-        self.engine.register_tokenizer("delink_ranked", self.analyzer)
-        writer = self.engine.writer(heap_size=64_000_000, num_threads=1)
-        count = 0
-        for number, text in enumerate(originals):
-            document = tantivy.Document()
-            document.add_unsigned(_DOC, number)
-            document.add_text(_FIELD, fold_text(text))
-            writer.add_document(document)
-            count = number + 1
-        writer.commit()
-        writer.wait_merging_threads()
-        self.engine.reload()
-        self.searcher = self.engine.searcher()
-        self.documents = count
+        collection = index_collection(self.analyzer, "delink_ranked", "freq", ([fold_text(text)] for text in originals))
+        self.schema, self.engine, self.searcher = collection.schema, collection.engine, collection.searcher
+        self.documents = collection.documents
 
     def words(self, text: str) -> list[str]:
         """The query's words: masks removed, folded, analyzed by tantivy."""
@@ -97,9 +80,9 @@ class RankedAdversary:
         scores = np.zeros(self.documents, dtype=np.float64)
         if not words or not self.documents:
             return scores
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, _FIELD, w)) for w in words])
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, TEXT_FIELD, w)) for w in words])
         hits = self.searcher.search(query, limit=self.documents).hits
-        numbers = self.searcher.fast_field_values(_DOC, [address for _, address in hits])
+        numbers = self.searcher.fast_field_values(NUMBER_FIELD, [address for _, address in hits])
         scores[np.asarray(numbers, dtype=np.int64)] = [score for score, _ in hits]
         return scores
 
