@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import IndexFormatError, InputError
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
-from ..linkage.index.format import canonical_bytes
+from ..linkage.index.format import canonical_bytes, sidecar_of_format
 from ..progress import Progress
 from .bm25 import B, K1, Bm25Statistics
 
@@ -63,19 +63,12 @@ def _array_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _is_retrieval_index(path: Path) -> bool:
-    try:
-        return json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def build_retrieval_index(
     index: CorpusIndex, documents: Iterable[tuple[Any, str]], output: Path | None = None, progress: bool = True
 ) -> Path:
     """Count the words of every document of the index's collection (same ids, same order) and write the statistics."""
     output = retrieval_path(index.path) if output is None else Path(output)
-    if output.exists() and not _is_retrieval_index(output):
+    if output.exists() and not sidecar_of_format(output, FORMAT_NAME, MANIFEST):
         raise InputError(f"{output} exists and is not a retrieval index; move it away so the statistics can be written there")
     keys_per_document = []
     with Progress("retrieval", "docs", index.documents, enabled=progress) as bar:

@@ -36,7 +36,7 @@ from ..errors import IndexFormatError, InputError
 from ..progress import Progress
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
-from ..linkage.index.format import canonical_bytes
+from ..linkage.index.format import canonical_bytes, sidecar_of_format
 from .encoder import DocumentEncoder, file_sha256
 
 FORMAT_NAME = "spacy-delink-embeddings"
@@ -92,13 +92,6 @@ def _documents_in_index_order(index: CorpusIndex, documents: Iterable[tuple[Any,
         )
 
 
-def _is_embedding_index(path: Path) -> bool:
-    try:
-        return json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def build_embedding_index(
     index: CorpusIndex,
     documents: Iterable[tuple[Any, str]],
@@ -115,7 +108,7 @@ def build_embedding_index(
     output = embeddings_path(index.path) if output is None else Path(output)
     if ann_threshold < 0:
         raise InputError(f"ann_threshold must be >= 0, got {ann_threshold}")
-    if output.exists() and not _is_embedding_index(output):
+    if output.exists() and not sidecar_of_format(output, FORMAT_NAME, MANIFEST):
         raise InputError(f"{output} exists and is not an embedding index; move it away so the embeddings can be written there")
     with atomic_directory(output, overwrite=True) as folder:
         hasher = hashlib.sha256()

@@ -258,6 +258,14 @@ def default_ids_path(index_dir: str | Path) -> Path:
     return index_dir.with_name(index_dir.name + ".ids.json")
 
 
+def sidecar_of_format(path: Path, format_name: str, manifest: str = "manifest.json") -> bool:
+    """Whether ``path`` holds a side index (embeddings, BM25 statistics) of ``format_name``: one a rebuild may replace."""
+    try:
+        return json.loads((path / manifest).read_text(encoding="utf-8")).get("format") == format_name
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def canonical_bytes(manifest: dict[str, Any]) -> bytes:
     """The bytes the MAC covers: every field but ``mac``, in one deterministic JSON form.
 
