@@ -94,12 +94,18 @@ def test_saved_pipeline_with_copied_index_gives_the_same_output(tab: dict[str, o
     assert expected == [str(r["text"]) for r in protect(tmp, "head.jsonl", 1)[:5]]
 
 
-def test_a_10_mb_document_goes_through(tab: dict[str, object]) -> None:
+def test_a_10_mb_document_goes_through(tab: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the per-document bound (memory.py) it is refused in one line; with the bound raised, as the
+    refusal says, it is protected."""
     tmp: Path = tab["tmp"]  # type: ignore[assignment]
     inputs: list[dict[str, str]] = tab["inputs"]  # type: ignore[assignment]
     big = "\n\n".join(r["text"] for r in inputs)
     big = (big * (10_000_000 // len(big) + 1))[:10_000_000]
     srsly.write_jsonl(tmp / "big.jsonl", [inputs[0], {"id": "big", "text": big}, inputs[1]])
+    refused = CliRunner().invoke(app, ["protect", str(tmp / "index"), str(tmp / "big.jsonl"), "--output", str(tmp / "refused.jsonl")])
+    assert refused.exit_code == 1 and "big.jsonl:2: the text has 10,000,000 characters" in str(refused.exception)
+    assert not (tmp / "refused.jsonl").exists()
+    monkeypatch.setenv("DELINK_MAX_DOCUMENT_CHARS", "10000000")
     records = protect(tmp, "big.jsonl", 1)
     assert [r["id"] for r in records] == [inputs[0]["id"], "big", inputs[1]["id"]]
     assert all(r["protected"] for r in records)
