@@ -506,9 +506,21 @@ def llm_settings(fake: FakeOpenAI) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def llm_server(index: Path, workdir: Path, fake_llm: FakeOpenAI) -> Iterator[ServeProcess]:
+def llm_index(workdir: Path) -> Path:
+    """The sample collection and ten documents holding the fake model's word: a rewrite may use a
+    word no rarer in the collection than the words it replaces (the ``rarer_word`` check)."""
+    corpus = workdir / "llm_corpus.jsonl"
+    extra = [{"id": f"replacement-{i}", "text": f"{REPLACEMENT}."} for i in range(10)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in [*read_jsonl(SAMPLES / "corpus.jsonl"), *extra]), encoding="utf-8")
+    result = run_cli("index", corpus, "--output", workdir / "llm_index")
+    assert result.returncode == 0, result.stderr
+    return workdir / "llm_index"
+
+
+@pytest.fixture(scope="module")
+def llm_server(llm_index: Path, workdir: Path, fake_llm: FakeOpenAI) -> Iterator[ServeProcess]:
     args = [*llm_settings(fake_llm), "--workers", "1", "--queue", "3", "--max-per-client", "4"]  # 4 requests at most, all from this test
-    with ServeProcess(index, *args, log=workdir / "llm.log") as process:
+    with ServeProcess(llm_index, *args, log=workdir / "llm.log") as process:
         yield process
 
 
@@ -521,7 +533,7 @@ SHORT_TEXTS = [  # each has linkable phrases, few enough for one prompt
 
 
 def test_llm_calls_of_concurrent_requests_run_together_within_max_in_flight(
-    llm_server: ServeProcess, fake_llm: FakeOpenAI, index: Path, tmp_path: Path
+    llm_server: ServeProcess, fake_llm: FakeOpenAI, llm_index: Path, tmp_path: Path
 ) -> None:
     fake_llm.max_in_flight = 0
 
@@ -538,7 +550,7 @@ def test_llm_calls_of_concurrent_requests_run_together_within_max_in_flight(
     assert all(r["protected"] for r in records) and any(REPLACEMENT in r["text"] for r in records)
     inputs = tmp_path / "in.jsonl"
     inputs.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(SHORT_TEXTS)), encoding="utf-8")
-    result = run_cli("protect", index, inputs, "--k", 2, "--arity", 3, "--output", tmp_path / "out.jsonl", *llm_settings(fake_llm))
+    result = run_cli("protect", llm_index, inputs, "--k", 2, "--arity", 3, "--output", tmp_path / "out.jsonl", *llm_settings(fake_llm))
     assert result.returncode == 0, result.stderr
     # the same records, but for the id (each request's text is its document 0) and so its input digest
     written = [{k: v for k, v in r.items() if k != "input_digest"} for r in read_jsonl(tmp_path / "out.jsonl")]

@@ -516,7 +516,7 @@ def test_a_document_over_the_memory_bound_is_refused_with_one_line(index: Path, 
     assert message.startswith(f"{inputs}:2: the text has 101 characters, over the 100") and MAX_CHARS_ENV in message and "\n" not in message
     assert not (tmp_path / "out.jsonl").exists()
     summary = protect_file(load_rewriter(index, 2, 3, None, None), inputs, tmp_path / "out.jsonl", skip_invalid=True, progress=False)
-    assert summary.skipped_lines == [2] and [r["id"] for r in _read(tmp_path / "out.jsonl")] == [0, 2]
+    assert summary.skipped_lines == [f"{inputs}:2"] and [r["id"] for r in _read(tmp_path / "out.jsonl")] == [0, 2]
     with pytest.raises(InputError, match="--max-chars 200,000 is over the 100 characters"):
         ServeSettings(index=index)  # the server's per-text limit stays within the bound
     assert ServeSettings(index=index, max_chars=100).max_chars == 100
