@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import IndexFormatError, InputError
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
-from ..linkage.index.format import canonical_bytes, sidecar_of_format
+from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from ..progress import Progress
 from .bm25 import B, K1, Bm25Statistics
 
@@ -124,14 +124,7 @@ def open_retrieval_index(index: CorpusIndex, path: str | Path | None = None) -> 
     path = retrieval_path(index.path) if path is None else Path(path)
     rebuild = "rebuild it with `delink index ... --retrieval --overwrite`"
     manifest_path = path / MANIFEST
-    if not manifest_path.exists():
-        raise IndexFormatError(f"no retrieval index at {path}; build one with `delink index ... --retrieval`")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); {rebuild}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise IndexFormatError(f"{path} is not a spacy-delink retrieval index")
+    manifest = read_sidecar_manifest(path, FORMAT_NAME, "retrieval", "build one with `delink index ... --retrieval`", rebuild, MANIFEST)
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IndexFormatError(f"{path} uses retrieval format {manifest.get('format_version')!r}, not {FORMAT_VERSION}; {rebuild}")
     if manifest.get("index_mac") != str(index.manifest["mac"]) or manifest.get("documents") != index.documents:

@@ -36,7 +36,7 @@ from ..errors import IndexFormatError, InputError
 from ..progress import Progress
 from ..io import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
-from ..linkage.index.format import canonical_bytes, sidecar_of_format
+from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from .encoder import DocumentEncoder, file_sha256
 
 FORMAT_NAME = "spacy-delink-embeddings"
@@ -188,16 +188,9 @@ class EmbeddingIndex:
         self.index = index
         self.path = embeddings_path(index.path) if path is None else Path(path)
         manifest_path = self.path / MANIFEST
-        if not manifest_path.exists():
-            raise IndexFormatError(
-                f"no embedding index at {self.path}; build one with `delink index ... --embeddings`"
-            )
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); rebuild the embeddings") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-            raise IndexFormatError(f"{self.path} is not a spacy-delink embedding index")
+        manifest = read_sidecar_manifest(
+            self.path, FORMAT_NAME, "embedding", "build one with `delink index ... --embeddings`", "rebuild the embeddings", MANIFEST
+        )
         if not isinstance(manifest.get("format_version"), int) or manifest["format_version"] > FORMAT_VERSION:
             raise IndexFormatError(f"{self.path} uses embedding format {manifest.get('format_version')!r}; upgrade spacy-delink")
         if manifest["format_version"] < FORMAT_VERSION:

@@ -266,6 +266,21 @@ def sidecar_of_format(path: Path, format_name: str, manifest: str = "manifest.js
         return False
 
 
+def read_sidecar_manifest(path: Path, format_name: str, kind: str, build: str, rebuild: str, manifest: str = "manifest.json") -> dict[str, Any]:
+    """A side index's manifest as a dict of ``format_name``, or a one-line ``IndexFormatError``
+    (missing: ``build`` says how to make one; unreadable: ``rebuild``); the caller checks the rest."""
+    manifest_path = path / manifest
+    if not manifest_path.exists():
+        raise IndexFormatError(f"no {kind} index at {path}; {build}")
+    try:
+        data = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); {rebuild}") from None
+    if not isinstance(data, dict) or data.get("format") != format_name:
+        raise IndexFormatError(f"{path} is not a spacy-delink {kind} index")
+    return data
+
+
 def canonical_bytes(manifest: dict[str, Any]) -> bytes:
     """The bytes the MAC covers: every field but ``mac``, in one deterministic JSON form.
 
