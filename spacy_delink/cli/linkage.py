@@ -77,9 +77,12 @@ def index_command(
     max_n_chars: int = typer.Option(
         16, "--max-n-chars", help="Most characters of scripts written without spaces in one N-gram of the search reading (docs/languages.md).",
     ),
+    max_gap: int = typer.Option(
+        16, "--max-gap", help="Most tokens a mask stretch stands for in the gap reading's sloppy phrases around it (docs/linkage-rules.md §9).",
+    ),
     readings: str = typer.Option(
-        "exact,search", "--readings",
-        help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8).",
+        "exact,search,gap", "--readings",
+        help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8–§9).",
     ),
     text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
     id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
@@ -149,7 +152,7 @@ def index_command(
         raise InputError("--retrieval reads the corpus twice, from local paths only; copy it here, or count it from local files")
     documents = CorpusFiles(tuple(sources), text_field, id_field, skip_invalid, input_format)
     builder = IndexBuilder(
-        LinkageRules(max_n=max_n, max_n_chars=max_n_chars),
+        LinkageRules(max_n=max_n, max_n_chars=max_n_chars, max_gap=max_gap),
         memory_mb=memory_mb,
         workers=workers,
         dask=workers is not None,

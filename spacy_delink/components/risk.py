@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from ..linkage.gap import GapAnalysis, analyze_gap
 from ..linkage.ngrams import LinkageAnalysis, analyze, minimal_across, reading_names
 from ..linkage.readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .alignment import align, merge_aligned, set_span_values
@@ -44,9 +45,14 @@ class LinkageRiskAnnotator(IndexedComponent):
     def __call__(self, doc: Doc) -> Doc:
         text = self.doc_text(doc)
         index = self.index  # opened (or reopened, after an update) once per Doc
-        analyses: list[LinkageAnalysis] = []
+        analyses: list[LinkageAnalysis | GapAnalysis] = []
         for reading in self.readings:
-            twins = analyses[0] if analyses and analyses[0].reading == "exact" else None
+            if reading == "gap":  # SPEC §9: the bridges around the masks, from the search reading's tokens
+                search = analyses[-1]
+                assert isinstance(search, LinkageAnalysis)
+                analyses.append(analyze_gap(index, search, self.k))
+                continue
+            twins = analyses[0] if analyses and isinstance(analyses[0], LinkageAnalysis) and analyses[0].reading == "exact" else None
             analyses.append(analyze(index, text, self.k, exact_frequent=False, reading=reading, twins=twins))
         found = minimal_across(analyses)
         aligned = align(doc, found["start"], found["end"])

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
+from .gap import GapAnalysis, analyze_gap, bridge_records
 from .index import CorpusIndex
 from .ngrams import LinkageAnalysis, analyze, ngram_records
 from .readings import DEFAULT_READINGS, unread_scripts, warn_unread
@@ -31,7 +32,7 @@ DEFAULT_MAX_COMBINATIONS = 1000
 class ReadingDetection:
     """What the attack finds in one text under one reading of the rules (SPEC §4–6, §8)."""
 
-    analysis: LinkageAnalysis
+    analysis: LinkageAnalysis | GapAnalysis
     combinations: CombinationAnalysis | None
 
     @property
@@ -59,6 +60,7 @@ class ReadingDetection:
     ) -> "ReadingDetection | None":
         """This reading's detection of ``text``, this text with the tokens ``removed`` (bool per
         token) masked; None when ``text`` does not tokenize as that (detect it from scratch)."""
+        assert isinstance(self.analysis, LinkageAnalysis)  # the gap reading is detected again from the search one's
         tokens = self.analysis.tokens
         new_tokens = index.hashers[self.reading].tokenizer.tokenize(text)
         kept = np.flatnonzero(~removed)
@@ -104,6 +106,8 @@ class Detection:
     arity: int = 1
     max_combinations: int | None = 0
     flagging: str = DEFAULT_STRATEGY
+    #: The document number of the text's source when it was given (SPEC §9; else the gap reading finds it).
+    source: int | None = None
     _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
     _units: Units | None = field(default=None, repr=False)
     _unread: list[str] | None = field(default=None, repr=False)
@@ -191,6 +195,8 @@ class Detection:
         parts = []
         offset = 0
         for part in self.parts:
+            if part.reading == "gap":  # its bridges change with every mask: found again below
+                continue
             tokens = part.analysis.tokens
             first = np.searchsorted(tokens.starts, bounds[:, 0])  # first token starting in each range
             last = np.searchsorted(tokens.ends, bounds[:, 1], side="right")  # past the last one ending in it
@@ -205,9 +211,13 @@ class Detection:
             offset += count
             again = part.after_mask(self.index, removed, text, self.arity, self.max_combinations, settled)
             if again is None:
-                return detect(self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings)
+                return detect(
+                    self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings, source=self.source
+                )
             parts.append(again)
-        return Detection(text, tuple(parts), self.index, self.k, self.arity, self.max_combinations, self.flagging)
+        if "gap" in self.readings:
+            parts.append(_gap_part(self.index, parts[self.readings.index("search")], self.arity, self.max_combinations, self.source))
+        return Detection(text, tuple(parts), self.index, self.k, self.arity, self.max_combinations, self.flagging, self.source)
 
 
 def _candidate_count(part: ReadingDetection) -> int:
@@ -231,6 +241,16 @@ def _same_tokens(
     return True
 
 
+def _gap_part(index: CorpusIndex, search: ReadingDetection, arity: int, max_combinations: int | None, source: int | None) -> ReadingDetection:
+    """The gap reading's detection (SPEC §9), from the search reading's (whose lookups and postings it reuses)."""
+    assert isinstance(search.analysis, LinkageAnalysis) and search.reading == "search"
+    gap = analyze_gap(index, search.analysis, search.analysis.k, arity, source)
+    combinations = (
+        analyze_combinations(index, gap, arity, max_combinations=max_combinations, previous=search.combinations) if arity >= 2 else None
+    )
+    return ReadingDetection(gap, combinations)
+
+
 def detect(
     index: CorpusIndex,
     text: str,
@@ -240,6 +260,7 @@ def detect(
     flagging: str = DEFAULT_STRATEGY,
     exact_frequent: bool = True,
     readings: Sequence[str] = DEFAULT_READINGS,
+    source: int | None = None,
 ) -> Detection:
     """Run the attack on ``text`` under each of ``readings``: n-grams always, combinations when ``arity`` >= 2.
 
@@ -249,16 +270,21 @@ def detect(
     ``exact_frequent=False`` caps a frequent n-gram's df at k (``ngrams.analyze``): the
     same outputs at threshold k, but not the token rarities a flagging strategy weighs.
     A reading the index does not hold is refused (``CorpusIndex.require_readings``).
+    ``source``: the document number of the text's source, when known (SPEC §9; else found).
     """
     check_arity(arity, allow_single=True)
     check_strategy(flagging)
     parts: list[ReadingDetection] = []
     for reading in index.require_readings(readings):
+        if reading == "gap":
+            parts.append(_gap_part(index, parts[-1], arity, max_combinations, source))
+            continue
         twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
+        assert twins is None or isinstance(twins, LinkageAnalysis)
         analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading, twins=twins)
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
-    detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)
+    detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging, source)
     if detection.unread_scripts:
         warn_unread(detection.unread_scripts, detection.readings)
     return detection
@@ -272,6 +298,7 @@ def assess_text(
     arity: int = 1,
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
     readings: Sequence[str] = DEFAULT_READINGS,
+    source: int | None = None,
 ) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document.
 
@@ -280,19 +307,36 @@ def assess_text(
     under several readings is one entry naming them (its support the smallest), and
     ``max_combinations`` caps the list of all readings' combinations.
     """
-    detection = detect(index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings)
-    return {
+    detection = detect(
+        index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings, source=source
+    )
+    record = {
         "id": doc_id,
         "k": k,
         "arity": arity,
         "readings": list(detection.readings),
         "linkage_risk": detection.linkage_risk,
         "anonymity": detection.anonymity,
-        "ngrams": ngram_records([part.analysis for part in detection.parts]),
+        "ngrams": phrase_records(detection),
         "combinations": _merged_combination_records(detection, max_combinations),
         "combination_linkable": detection.combination_linkable,
         "unread_scripts": detection.unread_scripts,
     }
+    if "gap" in detection.readings:
+        gap = detection.part("gap").analysis
+        assert isinstance(gap, GapAnalysis)
+        record["gap"] = {"max_gap": gap.max_gap, "source": gap.source_rule}
+    return record
+
+
+def phrase_records(detection: Detection) -> list[dict[str, Any]]:
+    """The ``ngrams`` list of a record: every reading's minimal linkable n-grams and the gap
+    reading's minimal linkable bridges (SPEC §9, with their slop and rule), by start then end."""
+    records = ngram_records([part.analysis for part in detection.parts if isinstance(part.analysis, LinkageAnalysis)])
+    for part in detection.parts:
+        if isinstance(part.analysis, GapAnalysis):
+            records = sorted(records + bridge_records(part.analysis), key=lambda r: (r["start"], r["end"]))
+    return records
 
 
 def _merged_combination_records(detection: Detection, max_combinations: int) -> list[dict[str, Any]]:

@@ -55,6 +55,7 @@ from ..errors import InputError
 from .bits import popcount
 from .index import CorpusIndex
 from .index.levels import split_documents
+from .gap import BRIDGE_ROW, GapAnalysis
 from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
 
 ARITY_RANGE = (2, 3)
@@ -254,13 +255,16 @@ def candidate_columns(analysis: LinkageAnalysis) -> dict[str, np.ndarray]:
 
 
 def _candidate_postings(
-    levels: Mapping[int, Any], columns: dict[str, np.ndarray], known: np.ndarray, previous: CombinationAnalysis | None
+    levels: Mapping[int, Any], columns: dict[str, np.ndarray], known: np.ndarray, previous: CombinationAnalysis | None,
+    bridged: np.ndarray | None = None, given: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The candidates' posting lists, concatenated in candidate order, and each one's length (df).
 
     A list is lent by ``previous`` where it had the candidate (``known``: its row there,
-    else -1); the rest are decoded level by level, one compiled call each. Each list is
-    then one range of the previous lists or of the new ones, gathered in one compiled call.
+    else -1); the candidates ``bridged`` (the gap reading's bridges) bring theirs (``given``:
+    documents concatenated, and their counts); the rest are decoded level by level, one
+    compiled call each. Each list is then one range of the previous lists or of the new
+    ones, gathered in one compiled call.
     """
     count = len(known)
     df = np.zeros(count, dtype=np.int64)
@@ -272,10 +276,19 @@ def _candidate_postings(
         df[lent] = previous.df[known[lent]]
         start[lent] = (np.cumsum(previous.df) - previous.df)[known[lent]]
         lent_documents = previous.documents
-    missing = np.flatnonzero(~lent)
-    lengths, rows = columns["n"], columns["row"]
     pool: list[np.ndarray] = []
     pooled = 0
+    if bridged is not None and given is not None:
+        chosen = np.flatnonzero(bridged & ~lent)
+        given_documents, given_df = given
+        at = np.flatnonzero(~lent[bridged])  # the given lists of the bridges not lent
+        ranges = np.cumsum(given_df) - given_df
+        df[chosen] = given_df[at]
+        start[chosen] = pooled + np.cumsum(df[chosen]) - df[chosen]
+        pool += [given_documents[r : r + n] for r, n in zip(ranges[at].tolist(), given_df[at].tolist())]
+        pooled += int(df[chosen].sum())
+    missing = np.flatnonzero(~lent if bridged is None else ~(lent | bridged))  # decoded from the levels
+    lengths, rows = columns["n"], columns["row"]
     for n in np.unique(lengths[missing]).tolist():
         chosen = missing[lengths[missing] == n]
         df[chosen], documents = levels[n].documents_flat(rows[chosen])
@@ -745,7 +758,15 @@ def analyze_combinations(
     count = len(columns["token"])
     keys = occurrence_keys(columns["n"], columns["row"])
     known = _known_rows(keys, previous)
-    documents, df = _candidate_postings(index.levels_of(analysis.reading), columns, known, previous)
+    # The gap reading's candidates are bridges (their documents come with them) beside the search
+    # reading's n-grams; only combinations holding a bridge are its own (the rest are the search reading's).
+    bridged = (columns["row"] & BRIDGE_ROW) != 0 if isinstance(analysis, GapAnalysis) else None
+    given = analysis.given_documents(keys[bridged]) if bridged is not None and bridged.any() else None
+    if bridged is not None:
+        known[bridged] = -1  # a bridge's key is numbered per text: never lent from another analysis
+    documents, df = _candidate_postings(index.levels_of(analysis.reading), columns, known, previous, bridged, given)
+    if bridged is not None:
+        settled = keys[~bridged] if settled is None else np.union1d(settled, keys[~bridged])
     arity1 = analysis.anonymity()
     best = arity1 if arity1 is not None else k
     rank = _ranks(columns["n"])
@@ -770,6 +791,8 @@ def analyze_combinations(
             pair_members, pair_support, pair_count = scan.members, scan.support, scan.count
             if scan.lowest is not None:
                 best = min(best, scan.lowest)
+        if bridged is not None:
+            pair_members, pair_support, pair_count = _through(pair_members, pair_support, pair_count, bridged, pairs, k)
         if arity >= 3 and count >= 3:
             report_needs_triples = max_combinations is None or pair_count < max_combinations
             if report_needs_triples or not pair_count or best > 1:
@@ -796,6 +819,17 @@ def analyze_combinations(
         pair_matrix=pairs,
         anchored=anchored,
     )
+
+
+def _through(
+    members: np.ndarray, support: np.ndarray, count: int, bridged: np.ndarray, pairs: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The gap reading's linkable pairs: those with a bridge (the others are the search reading's).
+    All of them are listed when the head kept fewer than all pairs, so the count is exact."""
+    if len(members) < count:
+        members, support = _linkable_pairs(pairs, k)
+    keep = bridged[members].any(axis=1) if len(members) else np.zeros(0, dtype=bool)
+    return members[keep], support[keep], int(np.count_nonzero(keep))
 
 
 def _known_rows(keys: np.ndarray, previous: CombinationAnalysis | None) -> np.ndarray:

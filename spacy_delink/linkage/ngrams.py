@@ -13,7 +13,7 @@ index's own reduction (see ``index.builder``) and it is lossless for every k ≥
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -257,7 +257,16 @@ def analyze(
     return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k, reading=reading)
 
 
-def minimal_across(analyses: Sequence[LinkageAnalysis]) -> dict[str, np.ndarray]:
+class Findings(Protocol):
+    """What one reading found in a text: its minimal linkable phrases (an n-gram analysis, or
+    the gap reading's bridges, ``linkage.gap``) and the reading's name."""
+
+    reading: str
+
+    def minimal_arrays(self) -> dict[str, np.ndarray]: ...
+
+
+def minimal_across(analyses: Sequence[Findings]) -> dict[str, np.ndarray]:
     """SPEC §4's minimal linkable sets of one text under several readings, merged by character range.
 
     A range linkable under several readings is one entry: its smallest support and a bit

@@ -3,8 +3,9 @@
 ``exact`` is SPEC §1–§7, the paper's rules: tokens broken at punctuation, search forms
 ``NFKC(token).casefold()``. ``search`` is SPEC §8, the reading of an ordinary search
 engine and a reader's eyes: the text's search form (invisible characters gone, look-alike
-letters mapped back, case and diacritics folded) and phrases that run across punctuation,
-broken only by masks and paragraph ends.
+letters mapped back, case and diacritics folded) and phrases that run across punctuation
+and paragraph ends, broken only by masks. ``gap`` is SPEC §9: the search reading's tokens,
+with a sloppy phrase around each mask (``linkage.gap``): a mask does not hide its neighbours.
 
 Neither reading is conservative alone: a folded phrase can have a larger df than the
 exact one, and a phrase across a sentence end exists only in the search reading. So a
@@ -25,7 +26,10 @@ from ..errors import InputError
 if TYPE_CHECKING:  # the tokenizers load compiled kernels: imported when one is made, not with the names
     from .tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
-READINGS = ("exact", "search")
+READINGS = ("exact", "search", "gap")
+#: The readings the index tokenizes and counts n-grams of; ``gap`` reads the search
+#: reading's tokens (and the index's gap store, ``index.gapstore``), so it needs ``search``.
+TOKEN_READINGS = ("exact", "search")
 #: The version of the readings' tokens (beside the search form's tables, which the index
 #: records apart). Version 2 reads each letter of a script written without spaces as a token,
 #: bounded by ``max_n_chars``, under both readings, and joins paragraph ends under the search
@@ -33,7 +37,7 @@ READINGS = ("exact", "search")
 #: rebuild; one whose exact reading has none (built before) reads those scripts as whole
 #: runs, so a text holding them is never reported protected by it (``unread_scripts``).
 READING_VERSION = 2
-#: Both readings: SPEC §8's default for building, querying and deciding "protected".
+#: Every reading: SPEC §8–§9's default for building, querying and deciding "protected".
 DEFAULT_READINGS = READINGS
 
 
@@ -45,14 +49,24 @@ def check_readings(readings: Iterable[str] | str) -> tuple[str, ...]:
         raise InputError(f"unknown reading(s) {', '.join(map(repr, unknown))}; choose from {', '.join(READINGS)} (docs/linkage-rules.md §8)")
     if not names:
         raise InputError(f"at least one reading is needed; choose from {', '.join(READINGS)} (docs/linkage-rules.md §8)")
+    if "gap" in names and "search" not in names:
+        raise InputError(
+            "the gap reading reads the search reading's tokens around each mask: ask for readings exact,search,gap "
+            "or search,gap (docs/linkage-rules.md §9)"
+        )
     return tuple(r for r in READINGS if r in names)
+
+
+def token_readings(readings: Iterable[str]) -> tuple[str, ...]:
+    """The readings among ``readings`` whose tokens the index counts (``gap`` reads the search one's)."""
+    return tuple(r for r in check_readings(readings) if r in TOKEN_READINGS)
 
 
 def tokenizer_for(reading: str, rules: "LinkageRules") -> "Tokenizer | SearchTokenizer":
     """The tokenizer of one reading under the index's rules."""
     from .tokenize import SearchTokenizer, Tokenizer
 
-    return Tokenizer(rules) if reading == "exact" else SearchTokenizer(rules)
+    return Tokenizer(rules) if reading == "exact" else SearchTokenizer(rules)  # gap: the search reading's tokens
 
 
 class UnreadScriptWarning(UserWarning):
@@ -105,5 +119,6 @@ def warn_unread(scripts: Iterable[str], readings: Iterable[str]) -> None:
 
 def describe(readings: Iterable[str]) -> str:
     """The readings as words for summaries and reports ("exact and search readings")."""
-    names = check_readings(readings)
-    return f"{' and '.join(names)} reading{'s' if len(names) > 1 else ''}"
+    names = [r for r in READINGS if r in ({readings} if isinstance(readings, str) else set(readings))]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{listed} reading{'s' if len(names) > 1 else ''}"

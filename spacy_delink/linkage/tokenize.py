@@ -55,6 +55,10 @@ MAX_SUPPORTED_N = 32
 _OTHER, _WORD, _BREAK = 0, 1, 2
 
 
+#: The widest ``max_gap`` (SPEC §9's G) the gap reading's kernels take.
+MAX_GAP = 64
+
+
 @dataclass(frozen=True)
 class LinkageRules:
     """The configurable rules of SPEC §1–3; an index records them and refuses other rules."""
@@ -64,6 +68,8 @@ class LinkageRules:
     #: of scripts written without spaces (``SPACELESS_SCRIPTS``), besides at most ``max_n``
     #: other tokens (docs/languages.md).
     max_n_chars: int = 16
+    #: SPEC §9's G: the most tokens a mask stretch stands for in a sloppy phrase around it.
+    max_gap: int = 16
     break_chars: str = DEFAULT_BREAK_CHARS
     non_breaking_single: str = DEFAULT_NON_BREAKING_SINGLE
     paragraph_breaks: bool = True
@@ -76,6 +82,8 @@ class LinkageRules:
             raise InputError(f"max_n must be between 1 and {MAX_SUPPORTED_N}, got {self.max_n}")
         if not isinstance(self.max_n_chars, int) or isinstance(self.max_n_chars, bool) or not 1 <= self.max_n_chars <= MAX_SUPPORTED_N:
             raise InputError(f"max_n_chars must be an integer between 1 and {MAX_SUPPORTED_N}, got {self.max_n_chars!r}")
+        if not isinstance(self.max_gap, int) or isinstance(self.max_gap, bool) or not 1 <= self.max_gap <= MAX_GAP:
+            raise InputError(f"max_gap must be an integer between 1 and {MAX_GAP}, got {self.max_gap!r} (tokens a mask may hide, SPEC §9)")
         if self.normalization not in (None, "NFC", "NFD", "NFKC", "NFKD"):
             raise InputError(f"normalization must be NFC, NFD, NFKC, NFKD or None, got {self.normalization!r}")
         for pattern in self.mask_patterns:
@@ -104,7 +112,7 @@ class LinkageRules:
     def same_tokenization(self, other: "LinkageRules") -> bool:
         """True when both rules produce the same tokens, segments and search forms."""
         mine, theirs = self.to_dict(), other.to_dict()
-        for bound in ("max_n", "max_n_chars"):
+        for bound in ("max_n", "max_n_chars", "max_gap"):
             mine.pop(bound)
             theirs.pop(bound)
         return mine == theirs

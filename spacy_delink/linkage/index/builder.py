@@ -37,10 +37,10 @@ import numpy as np
 from ...corpus import JSONL_SUFFIXES, DocId, check_doc_id, unique_ids
 from ...errors import InputError
 from ...io import atomic_write, check_output_path
-from ..readings import DEFAULT_READINGS, check_readings
+from ..readings import DEFAULT_READINGS, check_readings, token_readings
 from ...progress import Progress, count_lines
 from ..tokenize import LinkageRules, Tokenizer
-from . import forward
+from . import forward, gapstore
 from . import shards as shards_module
 from .commit import build_lock, check_outputs, commit, recover, sidecar
 from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, MANIFEST, REDUCTION, default_ids_path, reading_entries, sign
@@ -173,6 +173,8 @@ class IndexBuilder:
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.updatable = updatable
         self.readings = check_readings(readings)
+        #: The manifest's ``gap`` entry of the last build (``gapstore.write_build``), None without the gap reading.
+        self.gap_entry: dict[str, Any] | None = None
         #: Search rows with their exact twin's documents stored once (``shards.write_level``); an
         #: updatable index keeps them apart, as its forward store names every row.
         self.twins = "search" in self.readings and "exact" in self.readings and not updatable
@@ -281,6 +283,12 @@ class IndexBuilder:
                     keep_level1_keys=self.updatable, twins=self.twins,
                 )
             arrays = levels.arrays()
+            self.gap_entry = None
+            if "gap" in self.readings:
+                self.gap_entry, gap_arrays = runner.submit(
+                    gapstore.write_build, store, str(folder), [len(p.doc_ids) for p in partitions], secret
+                ).result()
+                arrays.update(gap_arrays)
             forward_spec = None
             if self.updatable:
                 forward_spec, forward_arrays = self._forward(
@@ -353,6 +361,7 @@ class IndexBuilder:
                     "ids_sha256": ids_digest(mapped_ids) if mapped_ids is not None else None,
                 },
                 "forward": forward_spec,
+                "gap": self.gap_entry,
                 "arrays": arrays,
                 "summary": summary.to_dict(),
             },
@@ -385,7 +394,7 @@ class IndexBuilder:
                 [self.rules] * count,
                 [secret] * count,
                 [VOCABULARY_LIMIT] * count,
-                [self.readings] * count,
+                [token_readings(self.readings)] * count,
                 [documents.input_format] * count,
             )
         if isinstance(documents, CorpusFiles):
@@ -401,15 +410,15 @@ class IndexBuilder:
         pending: list[Any] = []
         partition_chars = max(1 << 16, min(self.memory_bytes // 24, shards_module.PARTITION_CHARS))
         # A hasher cannot be sent to Dask workers: each task there makes its own.
-        hashers = None if self._distributed else shards_module.reading_hashers(self.rules, secret, self.readings, VOCABULARY_LIMIT)
-        warm = runner.submit(shards_module.warm_kernels, self.rules, self.readings)
+        hashers = None if self._distributed else shards_module.reading_hashers(self.rules, secret, token_readings(self.readings), VOCABULARY_LIMIT)
+        warm = runner.submit(shards_module.warm_kernels, self.rules, token_readings(self.readings))
         total = count_lines(documents.paths, JSONL_SUFFIXES) if isinstance(documents, CorpusFiles) else None
         with Progress("tokenizing", "docs", total, enabled=self.progress) as bar:
             for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
                         shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hashers,
-                        self.readings,
+                        token_readings(self.readings),
                     )
                 )
                 while len(pending) > (self.workers if warm.done() else 2 * self.workers):

@@ -69,6 +69,11 @@ FORMAT_VERSION = 8
 BASE_FORMAT_VERSION = 7
 MANIFEST = "manifest.json"
 DOC_ID_DIGESTS = "doc_ids.digests"
+GAP_VOCABULARY = "gap.vocabulary"
+GAP_ROWS = "gap.rows"
+GAP_OFFSETS = "gap.offsets"
+#: The gap store's arrays (``gapstore.py``), in an index that holds the gap reading (SPEC §9).
+GAP_ARRAYS = (GAP_VOCABULARY, GAP_ROWS, GAP_OFFSETS)
 FORWARD_ROWS = "forward.rows"
 FORWARD_OFFSETS = "forward.offsets"
 #: How ``forward.rows`` is sealed: the forward store's version.
@@ -113,7 +118,8 @@ def reading_entries(readings: Sequence[str], tokens: dict[str, int], levels: int
     query must share, the version of its tokens and the levels stored (``level_count``)."""
     entries: dict[str, dict[str, Any]] = {}
     for reading in readings:
-        entries[reading] = {"tokens": int(tokens.get(reading, 0)), "version": READING_VERSION, "levels": levels}
+        counted = "search" if reading == "gap" else reading  # the gap reading reads the search reading's tokens
+        entries[reading] = {"tokens": int(tokens.get(counted, 0)), "version": READING_VERSION, "levels": levels}
         if reading == "search":
             entries[reading]["form"] = table_version()
     return entries
@@ -143,6 +149,8 @@ def _check_readings(manifest_path: Path, manifest: dict[str, Any]) -> None:
         and ("search" not in readings or isinstance(readings["search"].get("form"), str))
     ):
         raise IndexFormatError(f"{manifest_path}: field 'readings' is malformed; rebuild the index with `delink index`")
+    if "gap" in readings and ("search" not in readings or not isinstance(manifest.get("gap"), dict)):
+        raise IndexFormatError(f"{manifest_path}: field 'readings' names the gap reading without its store; rebuild the index with `delink index`")
     if "search" in readings and readings["search"].get("version") != READING_VERSION:
         raise IndexFormatError(
             f"index {manifest_path.parent} holds an older search reading (version {readings['search'].get('version', 1)}, this "
@@ -241,6 +249,8 @@ def required_arrays(manifest: dict[str, Any]) -> list[str]:
     names = array_names(level_count(manifest), manifest["shard_bits"], manifest.get("twins") is True)
     if manifest.get("forward") is not None:
         names += [FORWARD_ROWS, FORWARD_OFFSETS]
+    if "gap" in manifest_readings(manifest):
+        names += list(GAP_ARRAYS)
     for delta in manifest.get("deltas", []):
         names += delta_arrays(delta["name"], level_count(manifest))
     return names
@@ -379,6 +389,12 @@ def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) 
         raise IndexFormatError(
             f"index {index} seals its forward store with {forward['cipher']!r}, unknown to this spacy-delink; upgrade spacy-delink"
         )
+    gap = manifest.get("gap")
+    if gap is not None and not (
+        isinstance(gap, dict) and _natural(gap.get("bits")) and gap["bits"] >= 2 and _nonce(gap.get("nonce"))
+        and _natural(gap.get("tokens")) and gap.get("cipher") == FORWARD_CIPHER
+    ):
+        raise IndexFormatError(f"{manifest_path}: field 'gap' is malformed; {rebuild}")
     deltas = manifest.get("deltas", [])
     if not isinstance(deltas, list) or (version == BASE_FORMAT_VERSION) != (not deltas):
         raise IndexFormatError(f"{manifest_path}: field 'deltas' does not fit format {version}; {rebuild}")

@@ -87,13 +87,14 @@ def manifest_entry(bits: int, nonce: str, room_bits: int) -> dict[str, Any]:
 class ForwardWriter:
     """Packs a segment's tokens piece by piece into a memory-mapped file, then seals it and makes it durable."""
 
-    def __init__(self, folder: Path, tokens: int, bits: int, secret: bytes) -> None:
-        self.path = folder / ROWS
+    def __init__(self, folder: Path, tokens: int, bits: int, secret: bytes, rows_name: str = ROWS, offsets_name: str = OFFSETS) -> None:
+        self.path = folder / rows_name
+        self.offsets_name = offsets_name
         self.bits = bits
         self._secret = secret
         self.words = codec.packed_words(tokens, bits)
         self.sealed_words = ForwardCipher.sealed_words(self.words)
-        self._tmp = self.path.with_name(f"{ROWS}.{os.getpid()}.tmp")
+        self._tmp = self.path.with_name(f"{rows_name}.{os.getpid()}.tmp")
         self._map = np.memmap(self._tmp, dtype=np.uint64, mode="w+", shape=(self.sealed_words,))
         self._written = 0
 
@@ -125,10 +126,10 @@ class ForwardWriter:
         os.replace(self._tmp, self.path)
         offsets = np.ascontiguousarray(offsets, dtype="<u8")
         return nonce.hex(), {
-            ROWS: {"dtype": "<u8", "length": self.sealed_words, "bytes": 8 * self.sealed_words, "sha256": sha256},
-            OFFSETS: {
+            self.path.name: {"dtype": "<u8", "length": self.sealed_words, "bytes": 8 * self.sealed_words, "sha256": sha256},
+            self.offsets_name: {
                 "dtype": "<u8", "length": len(offsets), "bytes": offsets.nbytes,
-                "sha256": write_durable(self.path.with_name(OFFSETS), offsets),
+                "sha256": write_durable(self.path.with_name(self.offsets_name), offsets),
             },
         }
 

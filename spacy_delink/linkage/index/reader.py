@@ -13,11 +13,12 @@ import numpy as np
 
 from ...corpus import DocId
 from ...errors import IndexFormatError, InputError
-from ..readings import check_readings, describe, tokenizer_for
+from ..readings import check_readings, describe, token_readings, tokenizer_for
 from ..search_form import table_version
 from ..tokenize import LinkageRules, Tokenizer, Tokens
 from .commit import interrupted_hint
 from .forward import Forward
+from .gapstore import GapStore
 from .format import (
     CODED_PARTS,
     POSTING_CLASSES,
@@ -155,10 +156,14 @@ class CorpusIndex:
         exact = Tokenizer(self.rules)  # also what checks masks and counts the original's tokens, whatever the readings
         self.hashers = {
             reading: TokenHasher(exact if reading == "exact" else tokenizer_for(reading, self.rules), secret)
-            for reading in (*self.readings, *(() if "exact" in self.readings else ("exact",)))
+            for reading in (*token_readings(self.readings), *(() if "exact" in self.readings else ("exact",)))
         }
         self.tokenizer = exact
         self.hasher = self.hashers["exact"]
+        #: The gap reading's store (``gapstore.py``), or None when the index does not hold the reading.
+        self.gap: GapStore | None = (
+            GapStore.open(self.path, arrays, manifest["gap"], secret, self.rules.max_gap) if "gap" in self.readings else None
+        )
 
     def sidecar_mac(self, canonical: bytes) -> str:
         """A MAC under this index's key of a manifest kept beside the index (``<index>.embeddings``):
@@ -296,7 +301,7 @@ class CorpusIndex:
         if missing:
             raise InputError(
                 f"index {self.path} holds the {describe(self.readings)} only, not the {describe(missing)} asked for; "
-                f"rebuild it with `delink index <corpus> -o {self.path} --overwrite` (both readings by default), "
+                f"rebuild it with `delink index <corpus> -o {self.path} --overwrite` (every reading by default), "
                 f"or ask for readings={','.join(self.readings)} (docs/linkage-rules.md §8)"
             )
         if "search" in wanted and self.reading_entries["search"]["form"] != table_version():
@@ -313,6 +318,8 @@ class CorpusIndex:
         search reading reads through the twin bits."""
         if reading not in self.readings:
             self.require_readings([reading])
+        if reading == "gap":  # the gap reading looks up the search reading's n-grams
+            reading = "search"
         if reading == "exact" or not self._twin_words:
             return self.levels
         if self._twin_levels is None:

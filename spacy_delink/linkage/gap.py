@@ -1,0 +1,460 @@
+"""SPEC §9, the gap reading: a mask does not hide its neighbours.
+
+"[PERSON] was born in [DATE] and lives in [LOC]" still sends ``"born in * and lives in"``
+to its source: every engine answers a phrase with a gap (sloppy phrases, ``*`` in a quoted
+web search). Under this reading a text's *bridges* — runs of the search reading's tokens
+separated by mask stretches, at most ``max_n`` tokens in all — are looked up with their
+gaps: a document matches a bridge within s when it holds the runs in order, each run as
+consecutive tokens, with 1.. tokens between consecutive runs and at most s in all.
+
+Where the collection's words stand comes from the index's gap store (``index.gapstore``):
+for each bridge, the positions of its rarest word anchor the match, and the other runs are
+checked beside it, so a lookup costs the anchor's occurrences times the gap, not the
+collection. Each document's smallest total gap ``m_d`` is all the reading needs:
+``df_s = #{d : m_d <= s}``. The source of the text (given, or found as the only document
+holding all its runs in order with 1..G tokens between them) decides which s a bridge is
+read at (SPEC §9; choices where the SPEC is silent are in docs/linkage-rules.md §9).
+
+A bridge's tokens are consecutive in the text's token list (a mask yields none), so to a
+cover it is one more interval of tokens: masking any of its words breaks it — and makes
+the next, wider bridge, which the rewriter's next pass looks up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+from .index import CorpusIndex
+from .index.gapstore import GapStore
+from .ngrams import LinkageAnalysis, occurrence_keys
+
+#: Rows of bridge candidates carry this bit, so their keys (``ngrams.occurrence_keys``) never
+#: meet an n-gram's (a level's rows stay far below it).
+BRIDGE_ROW = 1 << 39
+#: Gap results kept per process (bridges recur across a text's passes and across texts).
+_CACHE_LIMIT = 200_000
+#: The most documents a source search tries; more holders mean the text says too little to
+#: single one out (it is then read with every holder in turn, which is what this bound keeps).
+_NO_LIMIT = 1 << 40
+
+
+@nb.njit(cache=True, nogil=True)
+def _run_at(ids: np.ndarray, breaks: np.ndarray, start: int, run: np.ndarray) -> bool:
+    """Whether ``run`` (vocabulary numbers) is at ``start``, as consecutive tokens of one run of the collection."""
+    size = len(run)
+    for i in range(size):
+        if ids[start + i] != run[i]:
+            return False
+        if i < size - 1 and breaks[start + i]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def _side(
+    ids: np.ndarray, breaks: np.ndarray, flat: np.ndarray, bounds: np.ndarray, runs: np.ndarray,
+    edge: int, low: int, high: int, max_each: int, max_total: int, forward: bool,
+) -> int:
+    """The smallest total gap with which the runs ``runs`` (in order away from the anchor) follow
+    (``forward``) or precede the anchor's run, whose last (first) token is at ``edge``; -1: none.
+
+    Each state is a reachable edge with its smallest gap so far; one pass per run."""
+    edges = np.empty(1, dtype=np.int64)
+    totals = np.zeros(1, dtype=np.int64)
+    edges[0] = edge
+    for r in runs:
+        run = flat[bounds[r] : bounds[r + 1]]
+        size = len(run)
+        new_edges = np.empty(len(edges) * max_each, dtype=np.int64)
+        new_totals = np.empty(len(edges) * max_each, dtype=np.int64)
+        count = 0
+        for s in range(len(edges)):
+            for gap in range(1, max_each + 1):
+                total = totals[s] + gap
+                if total > max_total:
+                    break
+                if forward:
+                    start = edges[s] + 1 + gap
+                    if start + size > high:
+                        break
+                    reached = start + size - 1
+                else:
+                    start = edges[s] - gap - size
+                    if start < low:
+                        break
+                    reached = start
+                if not _run_at(ids, breaks, start, run):
+                    continue
+                known = -1
+                for j in range(count):
+                    if new_edges[j] == reached:
+                        known = j
+                        break
+                if known < 0:
+                    new_edges[count] = reached
+                    new_totals[count] = total
+                    count += 1
+                elif total < new_totals[known]:
+                    new_totals[known] = total
+        if count == 0:
+            return -1
+        edges = new_edges[:count].copy()
+        totals = new_totals[:count].copy()
+    return totals.min()
+
+
+@nb.njit(cache=True, nogil=True)
+def _match(
+    ids: np.ndarray, breaks: np.ndarray, offsets: np.ndarray, positions: np.ndarray,
+    flat: np.ndarray, bounds: np.ndarray, anchor_run: int, anchor_offset: int, max_each: int, max_total: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every document matching the runs ``flat[bounds[r]:bounds[r + 1]]`` in order, each gap
+    1..``max_each`` tokens and ``max_total`` in all, with its smallest total gap (documents
+    ascending). ``positions`` are the anchor word's, ascending; it is token ``anchor_offset``
+    of run ``anchor_run``."""
+    runs = len(bounds) - 1
+    docs = np.empty(len(positions), dtype=np.int64)
+    gaps = np.empty(len(positions), dtype=np.int64)
+    found = 0
+    doc = 0
+    anchor = flat[bounds[anchor_run] : bounds[anchor_run + 1]]
+    after = np.arange(anchor_run + 1, runs)
+    before = np.arange(anchor_run - 1, -1, -1)
+    for position in positions:
+        while offsets[doc + 1] <= position:
+            doc += 1
+        low, high = offsets[doc], offsets[doc + 1]
+        start = position - anchor_offset
+        if start < low or start + len(anchor) > high or not _run_at(ids, breaks, start, anchor):
+            continue
+        right = _side(ids, breaks, flat, bounds, after, start + len(anchor) - 1, low, high, max_each, max_total, True)
+        if right < 0:
+            continue
+        left = _side(ids, breaks, flat, bounds, before, start, low, high, max_each, max_total - right, False)
+        if left < 0:
+            continue
+        total = left + right
+        if found and docs[found - 1] == doc:
+            if total < gaps[found - 1]:
+                gaps[found - 1] = total
+        else:
+            docs[found] = doc
+            gaps[found] = total
+            found += 1
+    return docs[:found], gaps[:found]
+
+
+class GapLookup:
+    """Where runs of words stand in the collection: each document's smallest total gap."""
+
+    def __init__(self, store: GapStore) -> None:
+        self.store = store
+        self.ids, self.breaks = store.stream
+        self.starts, self.positions = store.postings
+        self.offsets = np.asarray(store.offsets, dtype=np.int64)
+        self._cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def occurrences(self, number: int) -> int:
+        return int(self.starts[number + 1] - self.starts[number])
+
+    def match(self, runs: list[np.ndarray], max_each: int, max_total: int) -> tuple[np.ndarray, np.ndarray]:
+        """Documents (ascending) holding ``runs`` (vocabulary numbers) in order within the gaps, and each one's smallest total gap."""
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        if any((run < 0).any() for run in runs):
+            return empty
+        key = b"".join(np.int64(len(run)).tobytes() + run.astype(np.int64).tobytes() for run in runs) + np.array(
+            [max_each, max_total], dtype=np.int64
+        ).tobytes()
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        flat = np.concatenate(runs).astype(np.int64)
+        bounds = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
+        counts = self.starts[flat + 1] - self.starts[flat]
+        rarest = int(np.argmin(counts))
+        anchor_run = int(np.searchsorted(bounds, rarest, side="right") - 1)
+        word = flat[rarest]
+        found = _match(
+            self.ids, self.breaks, self.offsets, self.positions[self.starts[word] : self.starts[word + 1]],
+            flat, bounds, anchor_run, rarest - int(bounds[anchor_run]), max_each, max_total,
+        )
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = found
+        return found
+
+
+def lookup_of(index: CorpusIndex) -> GapLookup:
+    """The index's gap lookup, made once per opened index (reading the store back costs a pass over it)."""
+    lookup = index.__dict__.get("_gap_lookup")
+    if lookup is None:
+        if index.gap is None:
+            index.require_readings(["gap"])
+        assert index.gap is not None
+        lookup = index.__dict__["_gap_lookup"] = GapLookup(index.gap)
+    return lookup
+
+
+@dataclass
+class GapAnalysis:
+    """The gap reading's findings in one text: its bridges, the source, the linkable ones and the candidates.
+
+    It answers what a cover and the records ask of a reading's analysis (``ngrams.LinkageAnalysis``):
+    ``tokens`` and ``levels`` are the search reading's, ``minimal_arrays`` the minimal linkable
+    bridges, ``maximal_columns`` the candidates' occurrences (the search reading's and the bridges').
+    """
+
+    text: str
+    search: LinkageAnalysis
+    k: int
+    max_gap: int
+    #: "given", "found", "several" or "unknown" (docs/linkage-rules.md §9).
+    source_rule: str
+    sources: np.ndarray
+    #: Per bridge: first and last token, stretches crossed, linkable, support, slop and rule ("source" 1, "unknown" 0).
+    bridges: dict[str, np.ndarray]
+    #: Per candidate version: its bridge, its documents (ascending).
+    versions: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    reading: str = "gap"
+    _minimal: dict[str, np.ndarray] | None = None
+    _maximal: dict[str, np.ndarray] | None = None
+
+    @property
+    def tokens(self):  # type: ignore[no-untyped-def]
+        return self.search.tokens
+
+    @property
+    def levels(self):  # type: ignore[no-untyped-def]
+        return self.search.levels
+
+    def _columns(self, chosen: np.ndarray, support: np.ndarray, row: np.ndarray) -> dict[str, np.ndarray]:
+        first, last = self.bridges["first"][chosen], self.bridges["last"][chosen]
+        return {
+            "token": first,
+            "n": last - first + 1,
+            "start": self.tokens.starts[first].astype(np.int64),
+            "end": self.tokens.ends[last].astype(np.int64),
+            "support": support.astype(np.int64),
+            "row": row.astype(np.int64),
+        }
+
+    def minimal_arrays(self) -> dict[str, np.ndarray]:
+        """The minimal linkable bridges (no linkable bridge or search n-gram inside their range), by start then end,
+        as ``ngrams._COLUMNS`` plus ``slop`` and ``rule`` (1: the source's, 0: the unknown-source rule)."""
+        if self._minimal is None:
+            b = self.bridges
+            linkable = np.flatnonzero(b["linkable"])
+            search = self.search.minimal_arrays()
+            inner_first = np.concatenate([search["token"], b["first"][linkable]])
+            inner_last = np.concatenate([search["token"] + search["n"] - 1, b["last"][linkable]])
+            keep = _not_containing(b["first"][linkable], b["last"][linkable], inner_first, inner_last)
+            chosen = linkable[keep]
+            columns = self._columns(chosen, b["support"][chosen], chosen)
+            columns["slop"] = b["slop"][chosen]
+            columns["rule"] = b["rule"][chosen]
+            order = np.lexsort((columns["end"], columns["start"]))
+            self._minimal = {name: column[order] for name, column in columns.items()}
+        return self._minimal
+
+    def anonymity(self) -> int | None:
+        """The smallest support of any linkable bridge (SPEC §6 with §9), or None."""
+        support = self.bridges["support"][self.bridges["linkable"]]
+        return int(support.min()) if len(support) else None
+
+    def maximal_columns(self) -> dict[str, np.ndarray]:
+        """Every occurrence of a candidate: the search reading's maximal frequent n-grams and each
+        version of each maximal frequent bridge across one stretch, in text order."""
+        if self._maximal is None:
+            search = self.search.maximal_columns()
+            bridge_of = np.array([bridge for bridge, _ in self.versions], dtype=np.int64)
+            support = np.array([len(documents) for _, documents in self.versions], dtype=np.int64)
+            key_of = self._version_keys()
+            mine = self._columns(bridge_of, support, BRIDGE_ROW | key_of)
+            columns = {name: np.concatenate([search[name].astype(np.int64), mine[name]]) for name in search}
+            order = np.lexsort((columns["n"], columns["token"]))
+            self._maximal = {name: column[order] for name, column in columns.items()}
+        return self._maximal
+
+    def _version_keys(self) -> np.ndarray:
+        """One number per distinct (bridge key, document set): versions of one key at several places share it."""
+        seen: dict[bytes, int] = {}
+        keys = np.empty(len(self.versions), dtype=np.int64)
+        for i, (bridge, documents) in enumerate(self.versions):
+            name = self.bridges["key"][bridge] + documents.tobytes()
+            keys[i] = seen.setdefault(name, len(seen))
+        return keys
+
+    def given_documents(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The documents of the bridge candidates ``keys`` (``occurrence_keys``), concatenated, and each one's count."""
+        by_key: dict[int, np.ndarray] = {}
+        version_keys = self._version_keys()
+        for (bridge, documents), key in zip(self.versions, version_keys.tolist()):
+            first, last = int(self.bridges["first"][bridge]), int(self.bridges["last"][bridge])
+            by_key[int(occurrence_keys(np.int64(last - first + 1), np.int64(BRIDGE_ROW | key)))] = documents
+        chosen = [by_key[int(key)] for key in keys.tolist()]
+        df = np.array([len(d) for d in chosen], dtype=np.int64)
+        return (np.concatenate(chosen).astype(np.int64) if chosen else np.zeros(0, dtype=np.int64)), df
+
+
+@nb.njit(cache=True, nogil=True)
+def _not_containing(first: np.ndarray, last: np.ndarray, inner_first: np.ndarray, inner_last: np.ndarray) -> np.ndarray:
+    """Whether each range [first, last] strictly contains none of the inner ranges."""
+    keep = np.ones(len(first), dtype=np.bool_)
+    for i in range(len(first)):
+        for j in range(len(inner_first)):
+            if first[i] <= inner_first[j] and inner_last[j] <= last[i] and (first[i] != inner_first[j] or last[i] != inner_last[j]):
+                keep[i] = False
+                break
+    return keep
+
+
+def segments_of(segment_start: np.ndarray) -> np.ndarray:
+    """The text's runs of tokens between mask stretches, as [first, stop) rows (SPEC §9)."""
+    count = len(segment_start)
+    firsts = np.flatnonzero(segment_start) if count else np.zeros(0, dtype=np.int64)
+    if count and (not len(firsts) or firsts[0] != 0):
+        firsts = np.concatenate([[0], firsts])
+    stops = np.concatenate([firsts[1:], [count]]) if len(firsts) else firsts
+    return np.stack([firsts, stops], axis=1).astype(np.int64) if len(firsts) else np.zeros((0, 2), dtype=np.int64)
+
+
+def enumerate_bridges(segments: np.ndarray, max_n: int) -> list[tuple[int, int, int]]:
+    """Every bridge as (first token, last token, stretches crossed): a suffix of one segment, the
+    whole segments after it, a prefix of the last one, at most ``max_n`` tokens in all."""
+    found = []
+    lengths = (segments[:, 1] - segments[:, 0]).tolist()
+    firsts = segments[:, 0].tolist()
+    for i in range(len(lengths) - 1):
+        for suffix in range(1, min(lengths[i], max_n - 1) + 1):
+            used = suffix
+            for j in range(i + 1, len(lengths)):
+                room = max_n - used
+                if room < 1:
+                    break
+                for prefix in range(1, min(lengths[j], room) + 1):
+                    found.append((firsts[i] + lengths[i] - suffix, firsts[j] + prefix - 1, j - i))
+                used += lengths[j]  # the whole segment is a middle run of any longer bridge
+    return found
+
+
+def runs_of(first: int, last: int, segments: np.ndarray, numbers: np.ndarray) -> list[np.ndarray]:
+    """The runs of the bridge [first, last]: its tokens cut at the segment bounds inside it."""
+    cuts = segments[:, 0][(segments[:, 0] > first) & (segments[:, 0] <= last)].tolist()
+    edges = [first, *cuts, last + 1]
+    return [numbers[a:b] for a, b in zip(edges[:-1], edges[1:])]
+
+
+def find_sources(lookup: GapLookup, segments: np.ndarray, numbers: np.ndarray, max_gap: int) -> np.ndarray:
+    """The documents holding every segment of the text in order, 1..``max_gap`` tokens apart (SPEC §9)."""
+    runs = [numbers[a:b] for a, b in segments.tolist()]
+    documents, _ = lookup.match(runs, max_gap, _NO_LIMIT)
+    return documents
+
+
+def analyze_gap(
+    index: CorpusIndex, search: LinkageAnalysis, k: int, arity: int = 1, source: int | None = None
+) -> GapAnalysis:
+    """SPEC §9 for one text, from its search-reading analysis (``search``): the bridges, their
+    supports under the source's rule, and (``arity`` >= 2) the candidates for combinations.
+    ``source``: the document number of the text's source when given with it."""
+    lookup = lookup_of(index)
+    max_gap = index.rules.max_gap
+    tokens = search.tokens
+    digests = search.levels[0].keys if search.levels else np.zeros(0, dtype=np.uint64)
+    numbers = lookup.store.numbers(digests)
+    segments = segments_of(np.asarray(tokens.segment_start, dtype=bool))
+    spans = enumerate_bridges(segments, index.max_n) if len(segments) > 1 else []
+    if source is not None:
+        sources, rule = np.array([source], dtype=np.int64), "given"
+    elif spans:
+        sources = find_sources(lookup, segments, numbers, max_gap)
+        rule = "found" if len(sources) == 1 else ("several" if len(sources) else "unknown")
+    else:
+        sources, rule = np.zeros(0, dtype=np.int64), "unknown"
+    count = len(spans)
+    bridges = {
+        "first": np.array([s[0] for s in spans], dtype=np.int64),
+        "last": np.array([s[1] for s in spans], dtype=np.int64),
+        "stretches": np.array([s[2] for s in spans], dtype=np.int64),
+        "linkable": np.zeros(count, dtype=bool),
+        "support": np.zeros(count, dtype=np.int64),
+        "slop": np.zeros(count, dtype=np.int64),
+        "rule": np.zeros(count, dtype=np.int64),
+        "key": [b""] * count,
+    }
+    readings: list[list[np.ndarray]] = [[] for _ in range(count)]
+    for i, (first, last, _) in enumerate(spans):
+        runs = runs_of(first, last, segments, numbers)
+        bridges["key"][i] = b"|".join(run.astype(np.int64).tobytes() for run in runs)
+        documents, gaps = lookup.match(runs, max_gap, max_gap)
+        if not len(documents):
+            continue
+        _decide(bridges, i, documents, gaps, sources, k, readings[i])
+    eligible = (bridges["stretches"] == 1) & ~bridges["linkable"] & np.array([bool(r) for r in readings], dtype=bool)
+    versions: list[tuple[int, np.ndarray]] = []
+    if arity >= 2 and eligible.any():
+        chosen = np.flatnonzero(eligible)
+        keep = _not_contained(bridges["first"][chosen], bridges["last"][chosen])
+        for bridge in chosen[keep].tolist():
+            versions.extend((bridge, documents) for documents in readings[bridge])
+    return GapAnalysis(search.text, search, k, max_gap, rule, sources, bridges, versions)
+
+
+def _decide(bridges: dict[str, Any], i: int, documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, k: int, sets: list[np.ndarray]) -> None:
+    """One bridge under SPEC §9's rules: linkable (with support and slop) or, frequent, the
+    document sets it is read with in combinations (``sets``)."""
+    held = np.isin(sources, documents)
+    if held.any():
+        best = None
+        for source in sources[held].tolist():
+            g = int(gaps[np.searchsorted(documents, source)])
+            within = documents[gaps <= g]
+            if len(within) < k:
+                if best is None or len(within) < best[0]:
+                    best = (len(within), g)
+            elif not any(np.array_equal(within, s) for s in sets):
+                sets.append(within)
+        if best is not None:
+            bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, best[0], best[1], 1
+            sets.clear()
+        return
+    lowest = int(gaps.min())
+    at_lowest = int(np.count_nonzero(gaps == lowest))
+    if not len(sources) and at_lowest < k:
+        bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, at_lowest, lowest, 0
+        return
+    # A frequent bridge (or one the known source does not hold): read at every s where its documents grow.
+    for s in np.unique(gaps).tolist():
+        within = documents[gaps <= s]
+        if len(within) >= k:
+            sets.append(within)
+
+
+@nb.njit(cache=True, nogil=True)
+def _not_contained(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Whether each range is strictly inside none of the others (SPEC §5's maximality by token range)."""
+    keep = np.ones(len(first), dtype=np.bool_)
+    for i in range(len(first)):
+        for j in range(len(first)):
+            if i != j and first[j] <= first[i] and last[i] <= last[j] and (first[i] != first[j] or last[i] != last[j]):
+                keep[i] = False
+                break
+    return keep
+
+
+def bridge_records(analysis: GapAnalysis) -> list[dict[str, Any]]:
+    """The minimal linkable bridges as ``delink assess`` phrase entries (SPEC §9): the text from
+    the first word to the last, masks included, and the slop the adversary searches with."""
+    columns = {name: column.tolist() for name, column in analysis.minimal_arrays().items()}
+    text = analysis.text
+    return [
+        {
+            "start": start, "end": end, "text": text[start:end], "support": support, "readings": ["gap"],
+            "slop": slop, "rule": "source" if rule else "unknown",
+        }
+        for start, end, support, slop, rule in zip(columns["start"], columns["end"], columns["support"], columns["slop"], columns["rule"])
+    ]
