@@ -9,6 +9,43 @@ The search form's tables come from the engines themselves, never from the packag
 files or functions: UTS #39 skeletons from ICU's spoof checker (PyICU), decimal digits from
 ICU's character types, and ASCII folding by probing tantivy's own ``ascii_fold`` filter
 character by character.
+
+The gap reading (SPEC §9, with the choices of notes/GAP.md where the SPEC is silent) is
+enumerated here too, by brute force over every bridge, document and placement; it reads texts
+with ``search_tokenize`` only:
+
+- ``segments(text)``: the token indices of each run of search tokens between mask stretches.
+- ``bridges(text, max_n)``: every ``Bridge`` of the text (token range ``first``..``last``,
+  ``runs`` of search forms, ``start``/``end`` = first token's start, last token's end).
+- ``min_gap(document, runs, s)``: the smallest total gap within ``s`` with which a document
+  holds the runs (m_d), or None; ``documents_within`` / ``df_within(corpus, runs, s)``: which /
+  how many documents match within ``s`` (df_s).
+- ``found_sources(corpus, text, max_gap)``: the documents holding all the text's segments in
+  order, each gap 1..max_gap tokens.
+- ``assess_gap(corpus, text, k, max_n, arity=1, max_gap=16, source=None)``: a dict with
+  ``source`` ("given" | "found" | "several" | "unknown"), ``sources`` (document indices),
+  ``bridges`` (every linkable bridge as (start, end, support, slop, rule), sorted), ``minimal``
+  (the linkable bridges minimal by token range among the search reading's linkable n-grams
+  and the linkable bridges), ``combinations`` (the minimal linkable combinations holding a
+  bridge: (frozenset of members (start, end, slop; None for an n-gram), support)),
+  ``combination_linkable`` (some linkable combination of 2..arity candidates holds a
+  bridge), ``anonymity`` (the smallest support over linkable bridges and those combinations,
+  or None) and ``max_gap``.
+- ``protected(corpus, text, k, max_n, arity, readings, max_gap=16, source=None)``: with
+  ``readings=("exact", "search", "gap")`` SPEC §7 under all three. The default stays
+  ("exact", "search") until the package's default readings hold "gap", so the tests that
+  compare the package with it today keep comparing like with like.
+
+N-grams of scripts written without spaces keep ``max_n_chars`` = 16 here; a bridge counts each
+of their characters as one of its max_n tokens (GAP.md 1).
+
+Choices of this reference where neither the SPEC nor GAP.md decides (each the reading that
+finds more linkages, or one that changes no decision): a bridge linkable under several sources
+reports its smallest support and, among the sources giving it, the smallest slop; a known
+source that does not match a bridge within G gives that bridge no reading (neither linkable nor
+a candidate); a found source must hold each segment with no collection mask inside (as a run);
+a combination never holds two readings of one bridge (their document sets are nested, so such a
+combination adds no support and no minimal combination).
 """
 from __future__ import annotations
 
@@ -383,11 +420,222 @@ def maximal_occurrences(
     return found
 
 
-def protected(corpus: list[str], text: str, k: int, max_n: int, arity: int, readings: tuple[str, ...] = ("exact", "search")) -> bool:
-    """SPEC §7 with §8: no linkable n-gram and not combination-linkable under every reading."""
+def protected(
+    corpus: list[str], text: str, k: int, max_n: int, arity: int, readings: tuple[str, ...] = ("exact", "search"),
+    max_gap: int = 16, source: int | None = None,
+) -> bool:
+    """SPEC §7 with §8 and §9: no linkable n-gram or bridge and not combination-linkable under
+    every reading named ("gap" adds bridges and combinations with bridges; read it with "search")."""
     for reading in readings:
+        if reading == "gap":
+            found = assess_gap(corpus, text, k, max_n, arity, max_gap, source)
+            if found["bridges"] or found["combination_linkable"]:
+                return False
+            continue
         if assess(corpus, text, k, max_n, reading=reading)["ngrams"]:
             return False
         if arity >= 2 and assess_combinations(corpus, text, k, max_n, arity, reading)["combination_linkable"]:
             return False
     return True
+
+
+# -- SPEC §9: the gap reading ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """Token runs of a text, consecutive runs separated by exactly one mask stretch (SPEC §9)."""
+
+    #: Indices of the first and last token among the text's search tokens (its token range).
+    first: int
+    last: int
+    runs: tuple[tuple[str, ...], ...]
+    start: int
+    end: int
+
+    @property
+    def stretches(self) -> int:
+        return len(self.runs) - 1
+
+
+@lru_cache(maxsize=4096)
+def _search_forms(text: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """Search forms of the text's tokens and, per token, whether a mask precedes it (cached: corpora are read per bridge)."""
+    tokens, breaks = search_tokenize(text)
+    return tuple(t.form for t in tokens), tuple(breaks[: len(tokens)])
+
+
+def segments(text: str) -> list[list[int]]:
+    """Token indices of the runs of search tokens between mask stretches (a mask before the first
+    token or after the last separates nothing: GAP.md 1)."""
+    found: list[list[int]] = []
+    for i, masked_before in enumerate(_search_forms(text)[1]):
+        if masked_before:  # always true of the first token
+            found.append([])
+        found[-1].append(i)
+    return found
+
+
+def bridges(text: str, max_n: int) -> list[Bridge]:
+    """Every bridge: a suffix of one segment, the whole segments after it, a prefix of a later
+    segment, at most max_n tokens in all (a character of a script written without spaces is one)."""
+    tokens, _ = search_tokenize(text)
+    segs = segments(text)
+    found = []
+    for a, b in itertools.combinations(range(len(segs)), 2):
+        for first in segs[a]:
+            for last in segs[b]:
+                runs = [range(first, segs[a][-1] + 1), *segs[a + 1 : b], range(segs[b][0], last + 1)]
+                if sum(len(run) for run in runs) <= max_n:
+                    forms = tuple(tuple(tokens[i].form for i in run) for run in runs)
+                    found.append(Bridge(first, last, forms, tokens[first].start, tokens[last].end))
+    return found
+
+
+def _placements(document: str, runs: tuple[tuple[str, ...], ...]) -> list[tuple[int, ...]]:
+    """The tokens between consecutive runs, for every way the document holds the runs in order,
+    each as consecutive search tokens with no mask inside, at least one token between (GAP.md 2)."""
+    forms, masked_before = _search_forms(document)
+
+    def holds(run: tuple[str, ...], at: int) -> bool:
+        return forms[at : at + len(run)] == run and not any(masked_before[at + 1 : at + len(run)])
+
+    starts = [[at for at in range(len(forms)) if holds(run, at)] for run in runs]
+    found = []
+    for chosen in itertools.product(*starts):
+        gaps = tuple(chosen[i + 1] - chosen[i] - len(runs[i]) for i in range(len(runs) - 1))
+        if all(gap >= 1 for gap in gaps):
+            found.append(gaps)
+    return found
+
+
+def min_gap(document: str, runs: tuple[tuple[str, ...], ...], s: int) -> int | None:
+    """m_d: the smallest total gap, at most s, with which the document matches the runs, else None."""
+    return min((sum(gaps) for gaps in _placements(document, runs) if sum(gaps) <= s), default=None)
+
+
+def documents_within(corpus: list[str], runs: tuple[tuple[str, ...], ...], s: int) -> frozenset[int]:
+    return frozenset(d for d, document in enumerate(corpus) if min_gap(document, runs, s) is not None)
+
+
+def df_within(corpus: list[str], runs: tuple[tuple[str, ...], ...], s: int) -> int:
+    """df_s of SPEC §9."""
+    return len(documents_within(corpus, runs, s))
+
+
+def found_sources(corpus: list[str], text: str, max_gap: int) -> list[int]:
+    """Documents holding every segment of the text in order, each gap 1..max_gap tokens (GAP.md 4)."""
+    forms, _ = _search_forms(text)
+    runs = tuple(tuple(forms[i] for i in segment) for segment in segments(text))
+    if len(runs) < 2:
+        return []
+    return [
+        d for d, document in enumerate(corpus) if any(all(gap <= max_gap for gap in gaps) for gaps in _placements(document, runs))
+    ]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One candidate of a combination: what it is (an n-gram key or a bridge's runs), its documents, how it is reported."""
+
+    item: tuple[str, tuple[object, ...]]
+    documents: frozenset[int]
+    member: tuple[int, int, int | None]
+
+
+def _check_gap_settings(k: int, max_n: int, arity: int, max_gap: int) -> None:
+    for name, value, low, high in (("k", k, 2, None), ("max_n", max_n, 1, None), ("arity", arity, 1, 3), ("max_gap", max_gap, 1, 16)):
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ValueError(f"spec_oracle.assess_gap: {name}={value} must be {bound}")
+
+
+def assess_gap(
+    corpus: list[str], text: str, k: int, max_n: int, arity: int = 1, max_gap: int = 16, source: int | None = None
+) -> dict[str, object]:
+    """SPEC §9 by enumeration (the module docstring lists what the dict holds)."""
+    _check_gap_settings(k, max_n, arity, max_gap)
+    if source is not None:
+        sources = [source] if 0 <= source < len(corpus) else []  # an id not in the collection: unknown
+        how = "given" if sources else "unknown"
+    else:
+        sources = found_sources(corpus, text, max_gap)
+        how = {0: "unknown", 1: "found"}.get(len(sources), "several")
+    rule = "source" if sources else "unknown"
+
+    def readings(m: list[int | None], for_combinations: bool) -> list[tuple[int, frozenset[int]]]:
+        """(slop, documents) of each way the bridge is read (GAP.md 5 and 6)."""
+        if sources:
+            slops = sorted({m[d] for d in sources if m[d] is not None})
+        else:
+            least = min((m_d for m_d in m if m_d is not None), default=None)
+            slops = [] if least is None else list(range(least, max_gap + 1)) if for_combinations else [least]
+        distinct: dict[frozenset[int], int] = {}
+        for s in slops:
+            distinct.setdefault(frozenset(d for d, m_d in enumerate(m) if m_d is not None and m_d <= s), s)
+        return [(s, documents) for documents, s in distinct.items()]
+
+    tokens, _ = search_tokenize(text)
+    index = postings(corpus, max_n, reading="search")
+    linkable_ranges = {
+        (i, i + n - 1) for i, n, key, _, _ in occurrences(text, max_n, "search") if 1 <= len(index.get(key, ())) < k
+    }
+    linkable: dict[Bridge, tuple[int, int]] = {}
+    frequent: dict[Bridge, list[tuple[int, frozenset[int]]]] = {}
+    for bridge in bridges(text, max_n):
+        m = [min_gap(document, bridge.runs, max_gap) for document in corpus]
+        linking = [(len(documents), s) for s, documents in readings(m, False) if len(documents) < k]
+        if linking:
+            linkable[bridge] = min(linking)  # (support, slop)
+            linkable_ranges.add((bridge.first, bridge.last))
+        elif bridge.stretches == 1 and readings(m, False):
+            frequent[bridge] = readings(m, True)
+
+    def strictly_inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+        return outer[0] <= inner[0] and inner[1] <= outer[1] and inner != outer
+
+    def entry(bridge: Bridge) -> tuple[int, int, int, int, str]:
+        return (bridge.start, bridge.end, *linkable[bridge], rule)
+
+    minimal = [
+        entry(b) for b in linkable if not any(strictly_inside(r, (b.first, b.last)) for r in linkable_ranges)
+    ]
+
+    # Combinations (§5 with §9): the search reading's candidates and the maximal frequent bridges, once per reading.
+    candidates = []
+    for key, ranges in maximal_occurrences(corpus, text, k, max_n, "search").items():
+        first, last = min(ranges)
+        candidates.append(_Candidate(("ngram", key), frozenset(index[key]), (tokens[first].start, tokens[last].end, None)))
+    seen: set[tuple[tuple[str, ...], ...]] = set()
+    for bridge in sorted(frequent, key=lambda b: (b.start, b.end)):
+        inside_another = any(strictly_inside((bridge.first, bridge.last), (o.first, o.last)) for o in frequent)
+        if inside_another or bridge.runs in seen:
+            continue
+        seen.add(bridge.runs)
+        for s, documents in frequent[bridge]:
+            candidates.append(_Candidate(("bridge", bridge.runs), documents, (bridge.start, bridge.end, s)))
+    linkable_combinations = []
+    for size in range(2, arity + 1):
+        for combo in itertools.combinations(candidates, size):
+            if len({c.item for c in combo}) < size:
+                continue
+            support = len(frozenset.intersection(*(c.documents for c in combo)))
+            if 1 <= support < k:
+                linkable_combinations.append((frozenset(combo), support))
+    with_bridge = [(combo, support) for combo, support in linkable_combinations if any(c.item[0] == "bridge" for c in combo)]
+    minimal_combinations = {
+        (frozenset(c.member for c in combo), support)
+        for combo, support in with_bridge
+        if not any(other < combo for other, _ in linkable_combinations)
+    }
+    supports = [support for support, _ in linkable.values()] + [support for _, support in with_bridge]
+    return {
+        "source": how,
+        "sources": sources,
+        "max_gap": max_gap,
+        "bridges": sorted(entry(b) for b in linkable),
+        "minimal": sorted(minimal),
+        "combinations": minimal_combinations,
+        "combination_linkable": bool(with_bridge),
+        "anonymity": min(supports, default=None),
+    }
