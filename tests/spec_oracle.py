@@ -564,16 +564,22 @@ def assess_gap(
     rule = "source" if sources else "unknown"
 
     def readings(m: list[int | None], for_combinations: bool) -> list[tuple[int, frozenset[int]]]:
-        """(slop, documents) of each way the bridge is read (GAP.md 5 and 6)."""
-        if sources:
-            slops = sorted({m[d] for d in sources if m[d] is not None})
+        """(slop, documents) of each way the bridge is read (GAP.md 5 and 6). A known source that
+        does not hold the bridge leaves it unlinkable, and (the reading that finds more) a
+        candidate read at every slop, as with an unknown source."""
+        held = [m[d] for d in sources if m[d] is not None]
+        if held:
+            slops = sorted(set(held))
         else:
             least = min((m_d for m_d in m if m_d is not None), default=None)
-            slops = [] if least is None else list(range(least, max_gap + 1)) if for_combinations else [least]
+            if least is None or (sources and not for_combinations):
+                slops = []
+            else:
+                slops = list(range(least, max_gap + 1)) if for_combinations else [least]
         distinct: dict[frozenset[int], int] = {}
         for s in slops:
             distinct.setdefault(frozenset(d for d, m_d in enumerate(m) if m_d is not None and m_d <= s), s)
-        return [(s, documents) for documents, s in distinct.items()]
+        return [(s, documents) for documents, s in distinct.items() if not for_combinations or len(documents) >= k]
 
     tokens, _ = search_tokenize(text)
     index = postings(corpus, max_n, reading="search")
@@ -588,7 +594,7 @@ def assess_gap(
         if linking:
             linkable[bridge] = min(linking)  # (support, slop)
             linkable_ranges.add((bridge.first, bridge.last))
-        elif bridge.stretches == 1 and readings(m, False):
+        elif bridge.stretches == 1 and readings(m, True):
             frequent[bridge] = readings(m, True)
 
     def strictly_inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:

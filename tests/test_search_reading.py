@@ -22,7 +22,7 @@ from spacy_delink.linkage.attack import assess_text, detect
 from spacy_delink.linkage.combinations import analyze_combinations
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, kernels
 from spacy_delink.linkage.ngrams import analyze
-from spacy_delink.linkage.readings import check_readings, describe
+from spacy_delink.linkage.readings import DEFAULT_READINGS, check_readings, describe
 from spacy_delink.linkage.search_form import fold_char, fold_text
 from spacy_delink.linkage.tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
@@ -43,7 +43,7 @@ def texts(draw: st.DrawFn) -> str:
     return "".join(word + draw(st.sampled_from(SEPARATORS)) for word in words)
 
 
-def build(tmp_path: Path, corpus: list[str], max_n: int = 8, readings: tuple[str, ...] = ("exact", "search")) -> CorpusIndex:
+def build(tmp_path: Path, corpus: list[str], max_n: int = 8, readings: tuple[str, ...] = DEFAULT_READINGS) -> CorpusIndex:
     out = tmp_path / "index"
     IndexBuilder(LinkageRules(max_n=max_n), progress=False, readings=readings).build(
         [(f"d{i}", text) for i, text in enumerate(corpus)], out, overwrite=True
@@ -189,14 +189,15 @@ def test_search_combinations_match_brute_force(tmp_path_factory: pytest.TempPath
 def test_detection_is_linkable_under_either_reading(tmp_path_factory: pytest.TempPathFactory, corpus: list[str], data: st.DataObject) -> None:
     if not any(spec_oracle.tokenize(t)[0] for t in corpus):
         return
-    index = build(tmp_path_factory.mktemp("idx"), corpus, max_n=3)
+    index = build(tmp_path_factory.mktemp("idx"), corpus, max_n=3, readings=DEFAULT_READINGS)
     text = data.draw(st.sampled_from([*corpus, " ".join(corpus[:3])]))
     k, arity = data.draw(st.integers(2, 4)), data.draw(st.sampled_from([1, 2, 3]))
     detection = detect(index, text, k, arity)
-    assert detection.readings == ("exact", "search")
-    assert detection.protected == spec_oracle.protected(corpus, text, k, 3, arity)
-    supports = []
-    for reading in detection.readings:
+    assert detection.readings == ("exact", "search", "gap")
+    assert detection.protected == spec_oracle.protected(corpus, text, k, 3, arity, readings=DEFAULT_READINGS)
+    gap = spec_oracle.assess_gap(corpus, text, k, 3, arity)
+    supports = [] if gap["anonymity"] is None else [gap["anonymity"]]
+    for reading in ("exact", "search"):
         expected = (
             spec_oracle.assess_combinations(corpus, text, k, 3, arity, reading)
             if arity >= 2
@@ -222,9 +223,9 @@ def test_a_phrase_across_a_sentence_end_is_linkable(tmp_path: Path) -> None:
     index = build(tmp_path, CORPUS)
     text = "The [PERSON] intended to supply. He was arrested."
     assert detect(index, text, 2, 1, readings=("exact",)).protected
-    detection = detect(index, text, 2, 1)
+    detection = detect(index, text, 2, 1, readings=("exact", "search"))
     assert not detection.protected
-    record = assess_text(index, "x", text, 2, 1)
+    record = assess_text(index, "x", text, 2, 1, readings=("exact", "search"))
     assert {(r["text"], tuple(r["readings"])) for r in record["ngrams"]} == {("supply. He", ("search",))}
     assert record["readings"] == ["exact", "search"] and record["anonymity"] == 1
 
@@ -241,7 +242,7 @@ def test_invisible_and_look_alike_characters_do_not_hide_a_phrase(tmp_path: Path
 def test_an_index_without_the_search_reading_refuses_it(tmp_path: Path) -> None:
     index = build(tmp_path, CORPUS, readings=("exact",))
     assert index.readings == ("exact",)
-    with pytest.raises(InputError, match=r"holds the exact reading only, not the search reading .* --overwrite"):
+    with pytest.raises(InputError, match=r"holds the exact reading only, not the search and gap readings .* --overwrite"):
         detect(index, "He was arrested in Ormož.", 2)
     assert not detect(index, "He was arrested in Ormož.", 2, readings=("exact",)).protected
 

@@ -22,7 +22,7 @@ def evaluate_command(
     report_k: Optional[int] = typer.Option(None, "--report-k", callback=check_k_option, help="k of the documents shown in the report [default: the smallest --k]."),
     report_arity: Optional[int] = typer.Option(None, "--report-arity", help="Arity shown in the report [default: the largest --arity]."),
     max_combinations: int = typer.Option(1000, "--max-combinations", help="Combinations listed per document in the report."),
-    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
+    readings: str = typer.Option("exact,search,gap", "--readings", help=READINGS_HELP),
     engine: bool = typer.Option(True, "--engine/--no-engine", help="Also run the attack with tantivy (independent search engine)."),
     semantic: bool = typer.Option(True, "--semantic/--no-semantic", help="Semantic linkage and similarity (needs the embeddings extra)."),
     ranked: bool = typer.Option(

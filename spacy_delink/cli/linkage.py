@@ -17,8 +17,9 @@ STRICT_HELP = "Refuse a key file or id mapping that another user owns or group o
 WORKERS_HELP = "Run on a local Dask cluster of N worker processes [default: this process] (docs/scale.md)."
 SCHEDULER_HELP = "Run on an existing Dask cluster, e.g. tcp://host:8786 (tls:// on untrusted networks); paths must be shared, or URLs every worker reads (docs/scale.md)."
 READINGS_HELP = (
-    "Readings of the rules checked, comma-separated: exact (the paper's, broken at punctuation) and search (what a search "
-    "engine reads: punctuation-blind, invisible and look-alike characters folded) (docs/linkage-rules.md §8)."
+    "Readings of the rules checked, comma-separated: exact (the paper's, broken at punctuation), search (what a search "
+    "engine reads: punctuation-blind, invisible and look-alike characters folded) and gap (sloppy phrases around masks) "
+    "(docs/linkage-rules.md §8–§9)."
 )
 
 
@@ -127,7 +128,7 @@ def index_command(
         given = [name for name, value in (
             ("--output", output), ("--overwrite", overwrite), ("--updatable", updatable), ("--embeddings", embeddings),
             ("--retrieval", retrieval),
-            ("--readings", readings != "exact,search"),
+            ("--readings", readings != "exact,search,gap"),
             ("--workers", workers), ("--scheduler", scheduler), ("--shards", shards), ("--work-dir", work_dir),
         ) if value]
         if given:
@@ -260,7 +261,7 @@ def assess_command(
     all_combinations: bool = typer.Option(
         False, "--all-combinations", help="List every combination (up to --max-combinations), not one per group of slides."
     ),
-    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
+    readings: str = typer.Option("exact,search,gap", "--readings", help=READINGS_HELP),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted (a file)."),
     key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),

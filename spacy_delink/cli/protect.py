@@ -70,7 +70,7 @@ def protect_command(
     ),
     k: int = typer.Option(2, "--k", callback=check_k_option, help="Linkable when fewer than k documents match (k >= 2)."),
     arity: int = typer.Option(THREAT_MODEL_ARITY, "--arity", help=ARITY_HELP),
-    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
+    readings: str = typer.Option("exact,search,gap", "--readings", help=READINGS_HELP),
     config: Optional[Path] = typer.Option(
         None, "--config",
         help="spaCy config with a delink_rewriter component, or a shipped one by name: mask, openai, local "

@@ -40,7 +40,7 @@ def serve_command(
     port: int = typer.Option(8080, "--port", help="Port to listen on (0: any free port, printed at start)."),
     k: int = typer.Option(2, "--k", help="Protection every request gets at least: linkable when fewer than k documents match."),
     arity: int = typer.Option(3, "--arity", help="... and combinations of up to this many phrases (1-3)."),
-    readings: str = typer.Option("exact,search", "--readings", help=READINGS_HELP),
+    readings: str = typer.Option("exact,search,gap", "--readings", help=READINGS_HELP),
     allow_weaker: bool = typer.Option(False, "--allow-weaker", help="Let requests ask for a smaller k or arity than --k and --arity."),
     config: Optional[Path] = typer.Option(None, "--config", help="spaCy config with a delink_rewriter component, e.g. openai [default: the offline Mask model]."),
     settings: Optional[list[str]] = typer.Option(None, "--set", metavar="SECTION.KEY=VALUE", help="Set a value of the --config (repeatable), as for `delink protect`."),

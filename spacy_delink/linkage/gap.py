@@ -414,7 +414,7 @@ def _decide(bridges: dict[str, Any], i: int, documents: np.ndarray, gaps: np.nda
             g = int(gaps[np.searchsorted(documents, source)])
             within = documents[gaps <= g]
             if len(within) < k:
-                if best is None or len(within) < best[0]:
+                if best is None or (len(within), g) < best:  # the smallest support, then the least slop
                     best = (len(within), g)
             elif not any(np.array_equal(within, s) for s in sets):
                 sets.append(within)

@@ -52,7 +52,7 @@ def search_keys(index: CorpusIndex, text: str) -> np.ndarray:
 def search_tokens(index: CorpusIndex, text: str) -> tuple[Any, np.ndarray]:
     if READING not in index.hashers:
         raise InputError(
-            f"index {index.path} does not hold the search reading, which ranked retrieval reads; rebuild it with --readings exact,search"
+            f"index {index.path} does not hold the search reading, which ranked retrieval reads; rebuild it with --readings exact,search,gap"
         )
     return index.tokenize(text, READING)
 

@@ -250,7 +250,7 @@ def required_arrays(manifest: dict[str, Any]) -> list[str]:
     if manifest.get("forward") is not None:
         names += [FORWARD_ROWS, FORWARD_OFFSETS]
     if "gap" in manifest_readings(manifest):
-        names += list(GAP_ARRAYS)
+        names += [manifest["gap"].get("folder", "") + name for name in GAP_ARRAYS]
     for delta in manifest.get("deltas", []):
         names += delta_arrays(delta["name"], level_count(manifest))
     return names
@@ -389,12 +389,6 @@ def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) 
         raise IndexFormatError(
             f"index {index} seals its forward store with {forward['cipher']!r}, unknown to this spacy-delink; upgrade spacy-delink"
         )
-    gap = manifest.get("gap")
-    if gap is not None and not (
-        isinstance(gap, dict) and _natural(gap.get("bits")) and gap["bits"] >= 2 and _nonce(gap.get("nonce"))
-        and _natural(gap.get("tokens")) and gap.get("cipher") == FORWARD_CIPHER
-    ):
-        raise IndexFormatError(f"{manifest_path}: field 'gap' is malformed; {rebuild}")
     deltas = manifest.get("deltas", [])
     if not isinstance(deltas, list) or (version == BASE_FORMAT_VERSION) != (not deltas):
         raise IndexFormatError(f"{manifest_path}: field 'deltas' does not fit format {version}; {rebuild}")
@@ -404,6 +398,13 @@ def _check_updates(manifest_path: Path, manifest: dict[str, Any], version: int) 
             and _nonce(delta.get("forward_nonce"))
         ):
             raise IndexFormatError(f"{manifest_path}: delta {number} is malformed; {rebuild}")
+    gap = manifest.get("gap")
+    if gap is not None and not (
+        isinstance(gap, dict) and _natural(gap.get("bits")) and gap["bits"] >= 2 and _nonce(gap.get("nonce"))
+        and _natural(gap.get("tokens")) and gap.get("cipher") == FORWARD_CIPHER
+        and gap.get("folder", "") in ("", *(f"{delta_folder(n)}/" for n in range(1, len(manifest.get("deltas", [])) + 1)))
+    ):
+        raise IndexFormatError(f"{manifest_path}: field 'gap' is malformed; {rebuild}")
     if deltas and forward is None:
         raise IndexFormatError(f"{manifest_path}: deltas without a forward store; {rebuild}")
 

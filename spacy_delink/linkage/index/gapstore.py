@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -47,28 +47,36 @@ def search_tokens(store: WorkStore, partition: int) -> tuple[np.ndarray, np.ndar
 
 def write_build(store: WorkStore, out: str, documents_per_partition: list[int], secret: bytes) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The gap store of a whole build (documents in corpus order): its manifest entry and array entries."""
-    folder = Path(out)
     vocabulary = np.zeros(0, dtype=np.uint64)
     counts = []
     for partition in range(len(documents_per_partition)):
         tok, _, doc = search_tokens(store, partition)
         vocabulary = np.union1d(vocabulary, tok)
         counts.append(np.bincount(doc, minlength=documents_per_partition[partition]))
-    tokens = int(sum(int(c.sum()) for c in counts))
+    pieces = (search_tokens(store, partition)[:2] for partition in range(len(documents_per_partition)))
+    return write_store(Path(out), vocabulary, pieces, np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64), secret)
+
+
+def write_store(
+    folder: Path, vocabulary: np.ndarray, pieces: Iterable[tuple[np.ndarray, np.ndarray]], counts: np.ndarray, secret: bytes, prefix: str = ""
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Write a gap store into ``folder``: ``pieces`` are (digests, run ends) in document order,
+    ``counts`` the tokens of each document. Returns the manifest's ``gap`` entry and the array
+    entries (named ``prefix`` + file: a delta's store lives in its folder)."""
+    tokens = int(np.sum(counts))
     bits = max(1, (max(1, len(vocabulary)) - 1).bit_length()) + 1
     writer = ForwardWriter(folder, tokens, bits, secret, GAP_ROWS, GAP_OFFSETS)
-    for partition in range(len(documents_per_partition)):
-        tok, ends, _ = search_tokens(store, partition)
+    for tok, ends in pieces:
         ids = np.searchsorted(vocabulary, tok).astype(np.uint64)
-        writer.add(ids << np.uint64(1) | ends.astype(np.uint64))
-    offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]) if counts else np.zeros(1, dtype=np.int64)
-    nonce, arrays = writer.finish(offsets)
+        writer.add(ids << np.uint64(1) | np.asarray(ends).astype(np.uint64))
+    nonce, arrays = writer.finish(np.concatenate([[0], np.cumsum(counts)]))
     vocabulary = np.ascontiguousarray(vocabulary, dtype="<u8")
     arrays[GAP_VOCABULARY] = {
         "dtype": "<u8", "length": len(vocabulary), "bytes": vocabulary.nbytes,
         "sha256": write_durable(folder / GAP_VOCABULARY, vocabulary),
     }
-    return {"bits": bits, "nonce": nonce, "cipher": FORWARD_CIPHER, "tokens": tokens}, arrays
+    entry = {"bits": bits, "nonce": nonce, "cipher": FORWARD_CIPHER, "tokens": tokens, "folder": prefix}
+    return entry, {prefix + name: spec for name, spec in arrays.items()}
 
 
 @dataclass
@@ -81,13 +89,14 @@ class GapStore:
 
     @classmethod
     def open(cls, path: Path, arrays: dict[str, np.ndarray], entry: dict[str, Any], secret: bytes, max_gap: int) -> "GapStore":
-        where = f"index {path}: {GAP_ROWS}"
+        prefix = entry.get("folder", "")
+        where = f"index {path}: {prefix}{GAP_ROWS}"
         try:
             cipher = ForwardCipher(secret, bytes.fromhex(entry["nonce"]))
-            forward = Forward(arrays[GAP_ROWS], arrays[GAP_OFFSETS], int(entry["bits"]), cipher, where, room_bits=1)
+            forward = Forward(arrays[prefix + GAP_ROWS], arrays[prefix + GAP_OFFSETS], int(entry["bits"]), cipher, where, room_bits=1)
         except (ValueError, KeyError, TypeError) as err:
             raise IndexFormatError(f"{where} does not match the manifest ({err}); rebuild the index with `delink index --overwrite`") from None
-        vocabulary = arrays[GAP_VOCABULARY]
+        vocabulary = arrays[prefix + GAP_VOCABULARY]
         if int(forward.offsets[-1]) != int(entry["tokens"]) or (len(vocabulary) > 1 and np.any(vocabulary[1:] <= vocabulary[:-1])):
             raise IndexFormatError(f"{where} does not match its vocabulary or token count; rebuild the index with `delink index --overwrite`")
         return cls(vocabulary, forward, max_gap)
@@ -112,6 +121,11 @@ class GapStore:
         positions = np.argsort(ids, kind="stable").astype(np.int64)
         starts = np.searchsorted(ids[positions], np.arange(len(self.vocabulary) + 1)).astype(np.int64)
         return starts, positions
+
+    def digests(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every token's digest and run end, in document order: what an update writes again beside the new documents."""
+        ids, ends = self.stream
+        return self.vocabulary[ids], ends
 
     @property
     def offsets(self) -> np.ndarray:

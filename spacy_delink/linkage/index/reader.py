@@ -330,7 +330,7 @@ class CorpusIndex:
 
     def tokenize(self, text: str, reading: str = "exact") -> tuple[Tokens, np.ndarray]:
         """Tokens of ``text`` under the index's rules and one of its readings, and their keyed digests."""
-        hasher = self.hashers[reading]
+        hasher = self.hashers["search" if reading == "gap" else reading]  # the gap reading reads the search reading's tokens
         tokens = hasher.tokenizer.tokenize(text)
         return tokens, hasher.hash_tokens(tokens)
 

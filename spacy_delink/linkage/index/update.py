@@ -52,7 +52,9 @@ import numpy as np
 from ...corpus import DocId, check_doc_id
 from ...errors import InputError
 from ...io import atomic_write, check_output_path, fsync_dir
-from . import codec, forward, kernels
+from ..readings import token_readings
+from . import codec, forward, gapstore, kernels
+from .kernels import FAMILY
 from . import shards as shards_module
 from .builder import VOCABULARY_LIMIT, BuildSummary, IndexBuilder, write_digests
 from .commit import build_lock, commit, recover, sidecar
@@ -308,7 +310,9 @@ def update_index(
         scratch = sidecar(path, "partial")
         try:
             store = WorkStore(scratch / "_work", memory_mb * 1024 * 1024)
-            result = shards_module.tokenize_documents(store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=index.readings)
+            result = shards_module.tokenize_documents(
+                store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=token_readings(index.readings)
+            )
             new_tok, new_rem = store.get("p00000.tok", np.uint64), store.get("p00000.rem", np.uint8)
             if result.longest > index.max_tokens:  # a delta holds the base's levels only
                 raise InputError(
@@ -342,6 +346,17 @@ def update_index(
         nonce, forward_arrays = writer.finish(np.concatenate([[0], np.cumsum(counts)]))
         arrays.update({f"{name}/{k}": v for k, v in forward_arrays.items()})
         arrays[f"{name}/{DOC_ID_DIGESTS}"] = write_digests(folder, [index.id_digest(doc_id) for doc_id, _ in accepted])
+        gap_entry = None
+        if index.gap is not None:  # the gap store is written again whole, in the delta's folder
+            searched = (new_tok & FAMILY) != 0
+            old_digests, old_ends = index.gap.digests()
+            gap_entry, gap_arrays = gapstore.write_store(
+                folder, np.union1d(index.gap.vocabulary, new_tok[searched]),
+                [(old_digests, old_ends), (new_tok[searched], new_rem[searched] == 1)],
+                np.concatenate([np.diff(index.gap.offsets), np.bincount(local_doc[searched], minlength=len(accepted))]),
+                secret, f"{name}/",
+            )
+            arrays.update(gap_arrays)
         fsync_dir(folder)  # the delta is durable before the manifest names it
         summary.documents, summary.tokens, summary.delta = len(accepted), len(new_tok), name
         summary.empty_documents = result.empty_documents
@@ -355,9 +370,11 @@ def update_index(
         manifest["tokens"] = index.positions + len(new_tok)
         if "readings" in manifest:
             manifest["readings"] = {
-                reading: {**entry, "tokens": entry["tokens"] + result.reading_tokens[reading]}
+                reading: {**entry, "tokens": entry["tokens"] + result.reading_tokens["search" if reading == "gap" else reading]}
                 for reading, entry in manifest["readings"].items()
             }
+        if gap_entry is not None:
+            manifest["gap"] = gap_entry
         manifest["arrays"] = {**manifest["arrays"], **arrays}
         if ids is not None:
             manifest["doc_ids"] = {**manifest["doc_ids"], "ids_sha256": ids_digest(ids)}
