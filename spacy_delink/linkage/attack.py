@@ -19,7 +19,7 @@ from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .index import CorpusIndex
-from .ngrams import LinkageAnalysis, analyze, ngram_records
+from .ngrams import LinkageAnalysis, alternate_analysis, analyze, ngram_records
 from .readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .units import Units
 from .scores import risk_from_anonymity
@@ -60,7 +60,7 @@ class ReadingDetection:
         """This reading's detection of ``text``, this text with the tokens ``removed`` (bool per
         token) masked; None when ``text`` does not tokenize as that (detect it from scratch)."""
         tokens = self.analysis.tokens
-        new_tokens = index.hashers[self.reading].tokenizer.tokenize(text)
+        new_tokens = (self.analysis.tokenizer or index.hashers[self.reading].tokenizer).tokenize(text)
         kept = np.flatnonzero(~removed)
         expected_start = tokens.segment_start[kept].astype(bool)
         expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
@@ -110,7 +110,8 @@ class Detection:
 
     @property
     def readings(self) -> tuple[str, ...]:
-        return tuple(part.reading for part in self.parts)
+        """The readings checked, each once (the search reading can have two parts: ``alternate_analysis``)."""
+        return tuple(dict.fromkeys(part.reading for part in self.parts))
 
     def part(self, reading: str) -> ReadingDetection:
         """The detection under one of the readings checked."""
@@ -258,10 +259,24 @@ def detect(
         analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading, twins=twins)
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
+    parts += _alternate_part(index, text, k, arity, max_combinations, exact_frequent, parts)
     detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging)
     if detection.unread_scripts:
         warn_unread(detection.unread_scripts, detection.readings)
     return detection
+
+
+def _alternate_part(
+    index: CorpusIndex, text: str, k: int, arity: int, max_combinations: int | None, exact_frequent: bool, parts: list[ReadingDetection]
+) -> list[ReadingDetection]:
+    """SPEC §8's "linkable under either folding table": one more search-reading part, read with
+    the other table, for a text holding a character the tables disagree on (``ngrams.alternate_analysis``)."""
+    twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
+    analysis = alternate_analysis(index, text, k, [part.reading for part in parts], exact_frequent, twins)
+    if analysis is None:
+        return []
+    combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
+    return [ReadingDetection(analysis, combinations)]
 
 
 def assess_text(
@@ -311,6 +326,7 @@ def _merged_combination_records(detection: Detection, max_combinations: int) -> 
                 merged[members] = {**record, "readings": [part.reading]}
             else:
                 known["support"] = min(known["support"], record["support"])
-                known["readings"].append(part.reading)
+                if part.reading not in known["readings"]:  # the search reading's two tables name it once
+                    known["readings"].append(part.reading)
     ordered = sorted(merged.values(), key=lambda r: (len(r["members"]), r["support"], [m["start"] for m in r["members"]]))
     return ordered[:max_combinations]
