@@ -130,6 +130,11 @@ def engine_reading(ch: str) -> str | None:
     return ascii_folded(ch) or nd_digit(ch)
 
 
+def _reading(ch: str, engine: bool) -> str | None:
+    """``engine_reading``, or None for every character when the engine tables are left out."""
+    return engine_reading(ch) if engine else None
+
+
 _IGNORABLE_CODE_POINTS = frozenset(cp for first, last in IGNORABLE for cp in range(first, last + 1))
 
 
@@ -150,10 +155,10 @@ def letter_or_digit(ch: str) -> bool:
     return not ch.isascii() and unicodedata.category(ch)[0] in "LN"
 
 
-def look_alike(text: str) -> str:
-    """Each non-ASCII letter or digit read as an engine folds it or else as its prototype, then lower-cased, until nothing changes."""
+def look_alike(text: str, engine: bool = True) -> str:
+    """Each non-ASCII letter or digit read as an engine folds it (with ``engine``) or else as its prototype, then lower-cased, until nothing changes."""
     for _ in range(4):
-        mapped = lower("".join((engine_reading(c) or prototype(c)) if letter_or_digit(c) else c for c in text))
+        mapped = lower("".join((_reading(c, engine) or prototype(c)) if letter_or_digit(c) else c for c in text))
         if mapped == text:
             break
         text = mapped
@@ -165,11 +170,13 @@ def latin_base(ch: str) -> str:
     return found.group(1).lower() if found else ch
 
 
-def search_form(ch: str) -> str:
-    """SPEC §8's search form of one character (the readings docs/linkage-rules.md §8 chose)."""
+def search_form(ch: str, engine: bool = True) -> str:
+    """SPEC §8's search form of one character (the readings docs/linkage-rules.md §8 chose);
+    without ``engine``, the form with no engine table (ASCII folding, Nd digits): what UTS #39
+    and a reader's eyes, or ICU's normalizer, make of it."""
     if ignorable(ch):
         return ""
-    if engine_reading(ch) is not None:
+    if _reading(ch, engine) is not None:
         return lower(engine_reading(ch) or "")
     out = ""
     for c in plain(unicodedata.normalize("NFKC", ch)):
@@ -177,13 +184,31 @@ def search_form(ch: str) -> str:
             out += lower(c)
             continue
         # the letter as written looks like its prototype; a capital that looks like "l" is a capital I
-        target = engine_reading(c)
+        target = _reading(c, engine)
         if target is None:
             target = prototype(c)
             if target == "l" and unicodedata.category(c) in ("Lu", "Lt"):
                 target = "I"
-        out += "".join(x if x.isascii() else latin_base(x) for x in look_alike(lower(target)))
+        out += "".join(x if x.isascii() else latin_base(x) for x in look_alike(lower(target), engine))
     return out
+
+
+def _ascii_word(text: str) -> bool:
+    return text.isascii() and text.isalnum()
+
+
+@lru_cache(maxsize=None)
+def other_reading(ch: str) -> str | None:
+    """§8 "linkable under either table": where the engine tables and UTS #39 read ``ch`` as
+    different ASCII letters or digits (þ: th / p), the UTS #39 one; else None (the choice of
+    docs/linkage-rules.md §8: any other reading names letters no search form holds)."""
+    engine, uts39 = search_form(ch), search_form(ch, engine=False)
+    return uts39 if engine != uts39 and _ascii_word(engine) and _ascii_word(uts39) else None
+
+
+def text_form(ch: str, alternate: bool) -> str:
+    """A text's character as the search reading reads it, with the other table's reading where ``alternate``."""
+    return (other_reading(ch) if alternate else None) or search_form(ch)
 
 
 #: SPEC §8's scripts written without spaces, by the Unicode blocks that hold their letters
@@ -211,16 +236,17 @@ def spaceless_script(ch: str) -> str | None:
     return None
 
 
-def search_tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
+def search_tokenize(text: str, alternate: bool = False) -> tuple[list[OracleToken], list[bool]]:
     """SPEC §8's tokens (offsets into ``text``) and, after the first, whether the gap before each breaks.
 
     Only a mask breaks. A letter of a script written without spaces is a token alone: each
     character of the search form, except that everything one Hangul syllable of the text
     folds to is one token (the syllable). Other letters and digits run until a character
-    that is not one, or such a letter.
+    that is not one, or such a letter. ``alternate``: the characters the tables disagree on
+    read the other way (``other_reading``).
     """
     masked = masked_chars(text)
-    chars = [(c, i) for i, ch in enumerate(text) for c in search_form(ch)]
+    chars = [(c, i) for i, ch in enumerate(text) for c in text_form(ch, alternate)]
     word = [c.isalnum() and not masked[i] for c, i in chars]
     tokens: list[OracleToken] = []
     bounds: list[tuple[int, int]] = []  # in ``chars``
@@ -247,10 +273,10 @@ def search_tokenize(text: str) -> tuple[list[OracleToken], list[bool]]:
     return tokens, breaks
 
 
-def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list[bool]]:
-    """Tokens and, for each token after the first, whether the gap before it breaks."""
+def tokenize(text: str, reading: str = "exact", alternate: bool = False) -> tuple[list[OracleToken], list[bool]]:
+    """Tokens and, for each token after the first, whether the gap before it breaks (``alternate``: ``search_tokenize``'s)."""
     if reading == "search":
-        return search_tokenize(text)
+        return search_tokenize(text, alternate)
     masked = masked_chars(text)
     word = [
         (ch.isalnum() or unicodedata.category(ch).startswith("M")) and not masked[i] for i, ch in enumerate(text)
@@ -288,14 +314,14 @@ def tokenize(text: str, reading: str = "exact") -> tuple[list[OracleToken], list
 
 
 def occurrences(
-    text: str, max_n: int, reading: str = "exact", max_n_chars: int = 16
+    text: str, max_n: int, reading: str = "exact", max_n_chars: int = 16, alternate: bool = False
 ) -> list[tuple[int, int, tuple[str, ...], int, int]]:
     """(first token, n, key, start char, end char) of every n-gram occurrence.
 
     An n-gram holds at most ``max_n`` ordinary tokens and at most ``max_n_chars`` characters
     of scripts written without spaces (docs/languages.md).
     """
-    tokens, breaks = tokenize(text, reading)
+    tokens, breaks = tokenize(text, reading, alternate)
     character = [t.character for t in tokens]
     found = []
     for i in range(len(tokens)):
@@ -322,11 +348,12 @@ def postings(
 
 def assess(
     corpus: list[str], text: str, k: int, max_n: int, index: dict[tuple[str, ...], set[int]] | None = None,
-    reading: str = "exact", max_n_chars: int = 16,
+    reading: str = "exact", max_n_chars: int = 16, alternate: bool = False,
 ) -> dict[str, object]:
-    """Minimal linkable set (start, end, support) and arity-1 anonymity, by definition."""
+    """Minimal linkable set (start, end, support) and arity-1 anonymity, by definition
+    (``alternate``: the text read with the other table, the collection as indexed)."""
     index = postings(corpus, max_n, reading=reading, max_n_chars=max_n_chars) if index is None else index
-    occ = occurrences(text, max_n, reading, max_n_chars)
+    occ = occurrences(text, max_n, reading, max_n_chars, alternate)
     linkable = {(o[0], o[1]): o for o in occ if 1 <= len(index.get(o[2], ())) < k}
     minimal = []
     for (i, n), o in linkable.items():
@@ -337,10 +364,12 @@ def assess(
     return {"ngrams": sorted(minimal), "anonymity": min(supports) if supports else None}
 
 
-def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity: int, reading: str = "exact") -> dict[str, object]:
+def assess_combinations(
+    corpus: list[str], text: str, k: int, max_n: int, arity: int, reading: str = "exact", alternate: bool = False
+) -> dict[str, object]:
     """SPEC §5–6 by enumeration: candidate keys, minimal linkable combinations, anonymity."""
     index = postings(corpus, max_n, reading=reading)
-    occ = occurrences(text, max_n, reading)
+    occ = occurrences(text, max_n, reading, alternate=alternate)
     frequent = [o for o in occ if len(index.get(o[2], ())) >= k]
     maximal = [
         o
@@ -364,7 +393,7 @@ def assess_combinations(corpus: list[str], text: str, k: int, max_n: int, arity:
         for combo, support in linkable_sets
         if not any(other < combo for other, _ in linkable_sets)
     ]
-    arity1 = assess(corpus, text, k, max_n, reading=reading)["anonymity"]
+    arity1 = assess(corpus, text, k, max_n, reading=reading, alternate=alternate)["anonymity"]
     supports = [s for _, s in linkable_sets] + ([arity1] if arity1 is not None else [])
     # The report order: size, then support, then the members' start offsets.
     report = sorted(
@@ -420,21 +449,26 @@ def maximal_occurrences(
     return found
 
 
+def checked(readings: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """(reading, alternate) of every n-gram reading of a text that §8 checks: the search reading under either table."""
+    token_readings = [reading for reading in readings if reading != "gap"]
+    return [(reading, False) for reading in token_readings] + ([("search", True)] if "search" in readings else [])
+
+
 def protected(
     corpus: list[str], text: str, k: int, max_n: int, arity: int, readings: tuple[str, ...] = ("exact", "search"),
     max_gap: int = 16, source: int | None = None,
 ) -> bool:
     """SPEC §7 with §8 and §9: no linkable n-gram or bridge and not combination-linkable under
-    every reading named ("gap" adds bridges and combinations with bridges; read it with "search")."""
-    for reading in readings:
-        if reading == "gap":
-            found = assess_gap(corpus, text, k, max_n, arity, max_gap, source)
-            if found["bridges"] or found["combination_linkable"]:
-                return False
-            continue
-        if assess(corpus, text, k, max_n, reading=reading)["ngrams"]:
+    every reading named (and folding table); "gap" adds bridges and combinations with bridges."""
+    if "gap" in readings:
+        found = assess_gap(corpus, text, k, max_n, arity, max_gap, source)
+        if found["bridges"] or found["combination_linkable"]:
             return False
-        if arity >= 2 and assess_combinations(corpus, text, k, max_n, arity, reading)["combination_linkable"]:
+    for reading, alternate in checked(readings):
+        if assess(corpus, text, k, max_n, reading=reading, alternate=alternate)["ngrams"]:
+            return False
+        if arity >= 2 and assess_combinations(corpus, text, k, max_n, arity, reading, alternate)["combination_linkable"]:
             return False
     return True
 

@@ -92,18 +92,18 @@ MASKED = "\x00"
 GAPS = [" ", " ", " ", ". ", ", ", "; ", " - ", "'", "", "_", "\U0001f150", " [NAME] ", "<PERSON>", " *** ", "\n\n", "\n \n", "\n\u200b\n", "\n"]
 
 
-def reference_tokenize(text: str, reading: str = "search") -> tuple[list[spec_oracle.OracleToken], list[bool]]:
+def reference_tokenize(text: str, reading: str = "search", alternate: bool = False) -> tuple[list[spec_oracle.OracleToken], list[bool]]:
     """SPEC §8 character by character: each character's search form (the oracle's, read from ICU and
     tantivy's ascii_fold, not the package's), masks found on the text as written, tokens = runs of
     letters and digits, a gap breaks at a mask only. Offsets are into the folded characters (only
-    keys and supports are compared)."""
-    return _reference_tokens(text)
+    keys and supports are compared). ``alternate``: the other table's reading (``spec_oracle.text_form``)."""
+    return _reference_tokens(text, alternate)
 
 
 @lru_cache(maxsize=4096)
-def _reference_tokens(text: str) -> tuple[list[spec_oracle.OracleToken], list[bool]]:
+def _reference_tokens(text: str, alternate: bool) -> tuple[list[spec_oracle.OracleToken], list[bool]]:
     masked = spec_oracle.masked_chars(text)
-    folded = "".join(MASKED if masked[i] else spec_oracle.search_form(ch) for i, ch in enumerate(text))
+    folded = "".join(MASKED if masked[i] else spec_oracle.text_form(ch, alternate) for i, ch in enumerate(text))
     tokens = [spec_oracle.OracleToken(m.start(), m.end(), m.group()) for m in re.finditer(r"[^\W_]+", folded)]
     gaps = [folded[left.end : right.start] for left, right in zip(tokens, tokens[1:])]
     return tokens, [True] + [MASKED in gap for gap in gaps]

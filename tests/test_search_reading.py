@@ -33,6 +33,7 @@ WORDS = [
     "Ѕava",  # a Cyrillic Ѕ
     "ℌave", "ﬁne", "fine", "Straße", "strasse", "x\u034fy", "xy", "tag\U000E0041s", "tags", "1997", "１９９７",
     "Drɐvɐ", "Drava", "þe", "⓳97", "١٩٩٧", "१९९७", "❶❾❾❼", "⑴",  # ASCII folding and Nd digits (issue 35)
+    "pe", "Sl٥venia", "ẛava",  # read as the tables disagree: þe is pe, ٥ is o, ẛ is s to a reader (SPEC §8: either)
 ]
 SEPARATORS = [" ", " ", ". ", ", ", "; ", " (", ") ", "\n", "\n\n", " [REDACTED] ", "***", "-", "'", " \u061c", "\ufe0f "]
 
@@ -197,11 +198,11 @@ def test_detection_is_linkable_under_either_reading(tmp_path_factory: pytest.Tem
     assert detection.protected == spec_oracle.protected(corpus, text, k, 3, arity, readings=DEFAULT_READINGS)
     gap = spec_oracle.assess_gap(corpus, text, k, 3, arity)
     supports = [] if gap["anonymity"] is None else [gap["anonymity"]]
-    for reading in ("exact", "search"):
+    for reading, alternate in spec_oracle.checked(("exact", "search")):
         expected = (
-            spec_oracle.assess_combinations(corpus, text, k, 3, arity, reading)
+            spec_oracle.assess_combinations(corpus, text, k, 3, arity, reading, alternate)
             if arity >= 2
-            else spec_oracle.assess(corpus, text, k, 3, reading=reading)
+            else spec_oracle.assess(corpus, text, k, 3, reading=reading, alternate=alternate)
         )
         if expected["anonymity"] is not None:
             supports.append(expected["anonymity"])

@@ -52,19 +52,20 @@ class CombinationDetector(IndexedComponent):
         detection = detect(
             self.index, self.doc_text(doc), self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings
         )
+        # by part, not reading: the search reading can have two parts (``ngrams.alternate_analysis``)
         reported = [
-            (part.reading, part.combinations, combination)
-            for part in detection.parts
+            (number, part.reading, part.combinations, combination)
+            for number, part in enumerate(detection.parts)
             if part.combinations is not None
             for combination in part.combinations.head(self.max_combinations)
         ]
         # one span per distinct member span (members of several readings, or phrases that expand to the same tokens, share it)
         candidates = {
-            (reading, m): result.candidates[m] for reading, result, combination in reported for m in combination.members
+            (number, m): result.candidates[m] for number, _, result, combination in reported for m in combination.members
         }
         keys = sorted(candidates, key=lambda key: (candidates[key].start, candidates[key].end))
         aligned = expanded_spans(doc, [(candidates[key].start, candidates[key].end) for key in keys], COMBO_LABEL)
-        span_of: dict[tuple[str, int], Span] = {}
+        span_of: dict[tuple[int, int], Span] = {}
         by_offsets: dict[tuple[int, int], Span] = {}
         for key, span in zip(keys, aligned):
             if span is not None:
@@ -74,10 +75,10 @@ class CombinationDetector(IndexedComponent):
         support = [min(candidates[key].support for key in span_of if span_of[key] is span) for span in spans]
         in_combinations: list[list[int]] = [[] for _ in spans]
         records: dict[tuple[int, ...], dict[str, Any]] = {}  # one per member spans: readings that find the same name both
-        for reading, _, combination in reported:
+        for number, reading, _, combination in reported:
             members = tuple(sorted({
-                position[(span_of[(reading, m)].start_char, span_of[(reading, m)].end_char)]
-                for m in combination.members if (reading, m) in span_of
+                position[(span_of[(number, m)].start_char, span_of[(number, m)].end_char)]
+                for m in combination.members if (number, m) in span_of
             }))
             record = records.get(members)
             if record is None:
@@ -86,7 +87,8 @@ class CombinationDetector(IndexedComponent):
                 records[members] = {"members": list(members), "support": combination.support, "readings": [reading]}
             else:
                 record["support"] = min(record["support"], combination.support)
-                record["readings"].append(reading)
+                if reading not in record["readings"]:
+                    record["readings"].append(reading)
         start_char, end_char = [span.start_char for span in spans], [span.end_char for span in spans]
         set_span_values(doc, "delink_support", start_char, end_char, support)
         set_span_values(doc, "delink_combinations", start_char, end_char, in_combinations)

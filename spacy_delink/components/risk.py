@@ -14,7 +14,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.gap import GapAnalysis, analyze_gap
-from ..linkage.ngrams import LinkageAnalysis, analyze, minimal_across, reading_names
+from ..linkage.ngrams import LinkageAnalysis, alternate_analysis, analyze, minimal_across, reading_names
 from ..linkage.readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .alignment import align, merge_aligned, set_span_values
 from .base import IndexedComponent, ScoreFunction
@@ -54,6 +54,9 @@ class LinkageRiskAnnotator(IndexedComponent):
                 continue
             twins = analyses[0] if analyses and isinstance(analyses[0], LinkageAnalysis) and analyses[0].reading == "exact" else None
             analyses.append(analyze(index, text, self.k, exact_frequent=False, reading=reading, twins=twins))
+        exact = analyses[0] if analyses[0].reading == "exact" else None
+        alternate = alternate_analysis(index, text, self.k, self.readings, exact_frequent=False, twins=exact)
+        analyses += [alternate] if alternate is not None else []  # SPEC §8: linkable under either folding table
         found = minimal_across(analyses)
         aligned = align(doc, found["start"], found["end"])
         spans, support, bits = merge_aligned(aligned, found["support"][aligned.kept], found["readings"][aligned.kept])

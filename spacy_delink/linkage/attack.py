@@ -20,7 +20,7 @@ from .combinations import CombinationAnalysis, analyze_combinations, check_arity
 from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
 from .gap import GapAnalysis, analyze_gap, bridge_records
 from .index import CorpusIndex
-from .ngrams import LinkageAnalysis, analyze, ngram_records
+from .ngrams import LinkageAnalysis, alternate_analysis, analyze, ngram_records
 from .readings import DEFAULT_READINGS, unread_scripts, warn_unread
 from .units import Units
 from .scores import risk_from_anonymity
@@ -62,7 +62,7 @@ class ReadingDetection:
         token) masked; None when ``text`` does not tokenize as that (detect it from scratch)."""
         assert isinstance(self.analysis, LinkageAnalysis)  # the gap reading is detected again from the search one's
         tokens = self.analysis.tokens
-        new_tokens = index.hashers[self.reading].tokenizer.tokenize(text)
+        new_tokens = (self.analysis.tokenizer or index.hashers[self.reading].tokenizer).tokenize(text)
         kept = np.flatnonzero(~removed)
         expected_start = tokens.segment_start[kept].astype(bool)
         expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
@@ -114,7 +114,8 @@ class Detection:
 
     @property
     def readings(self) -> tuple[str, ...]:
-        return tuple(part.reading for part in self.parts)
+        """The readings checked, each once (the search reading can have two parts: ``alternate_analysis``)."""
+        return tuple(dict.fromkeys(part.reading for part in self.parts))
 
     def part(self, reading: str) -> ReadingDetection:
         """The detection under one of the readings checked."""
@@ -192,10 +193,12 @@ class Detection:
         if granularity is not None and any(part.combinations is not None for part in self.parts):
             kept_candidates = np.ones(sum(_candidate_count(part) for part in self.parts), dtype=bool)
             kept_candidates[list(self.cover(granularity).removed)] = False
-        parts = []
+        parts: list[ReadingDetection | None] = []
         offset = 0
         for part in self.parts:
-            if part.reading == "gap":  # its bridges change with every mask: found again below
+            if part.reading == "gap":  # its bridges change with every mask: found again below, from the search reading's
+                offset += _candidate_count(part)
+                parts.append(None)
                 continue
             tokens = part.analysis.tokens
             first = np.searchsorted(tokens.starts, bounds[:, 0])  # first token starting in each range
@@ -215,9 +218,11 @@ class Detection:
                     self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings, source=self.source
                 )
             parts.append(again)
+        done = [part for part in parts if part is not None]
         if "gap" in self.readings:
-            parts.append(_gap_part(self.index, parts[self.readings.index("search")], self.arity, self.max_combinations, self.source))
-        return Detection(text, tuple(parts), self.index, self.k, self.arity, self.max_combinations, self.flagging, self.source)
+            search = next(part for part in done if part.reading == "search")  # the engine table's (the first)
+            parts = [_gap_part(self.index, search, self.arity, self.max_combinations, self.source) if p is None else p for p in parts]
+        return Detection(text, tuple(p for p in parts if p is not None), self.index, self.k, self.arity, self.max_combinations, self.flagging, self.source)
 
 
 def _candidate_count(part: ReadingDetection) -> int:
@@ -284,10 +289,24 @@ def detect(
         analysis = analyze(index, text, k, exact_frequent=exact_frequent, reading=reading, twins=twins)
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
+    parts += _alternate_part(index, text, k, arity, max_combinations, exact_frequent, parts)
     detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging, source)
     if detection.unread_scripts:
         warn_unread(detection.unread_scripts, detection.readings)
     return detection
+
+
+def _alternate_part(
+    index: CorpusIndex, text: str, k: int, arity: int, max_combinations: int | None, exact_frequent: bool, parts: list[ReadingDetection]
+) -> list[ReadingDetection]:
+    """SPEC §8's "linkable under either folding table": one more search-reading part, read with
+    the other table, for a text holding a character the tables disagree on (``ngrams.alternate_analysis``)."""
+    twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
+    analysis = alternate_analysis(index, text, k, [part.reading for part in parts], exact_frequent, twins)
+    if analysis is None:
+        return []
+    combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
+    return [ReadingDetection(analysis, combinations)]
 
 
 def assess_text(
@@ -355,6 +374,7 @@ def _merged_combination_records(detection: Detection, max_combinations: int) -> 
                 merged[members] = {**record, "readings": [part.reading]}
             else:
                 known["support"] = min(known["support"], record["support"])
-                known["readings"].append(part.reading)
+                if part.reading not in known["readings"]:  # the search reading's two tables name it once
+                    known["readings"].append(part.reading)
     ordered = sorted(merged.values(), key=lambda r: (len(r["members"]), r["support"], [m["start"] for m in r["members"]]))
     return ordered[:max_combinations]

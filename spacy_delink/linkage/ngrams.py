@@ -22,7 +22,8 @@ from .index import CorpusIndex
 from .index.kernels import extend_positions
 from .index.levels import TwinLevel
 from .readings import READINGS
-from .tokenize import Tokens
+from .search_form import holds_alternate
+from .tokenize import SearchTokenizer, Tokens
 
 
 #: The largest threshold: the kernels hold k and document frequencies as int64 and add a df
@@ -78,6 +79,9 @@ class LinkageAnalysis:
     k: int
     #: The reading of the rules the lookups were made under (``linkage.readings``).
     reading: str = "exact"
+    #: The tokenizer that read the text when not the index's own for the reading: the search
+    #: reading with the other folding table (``alternate_analysis``); None: the index's.
+    tokenizer: SearchTokenizer | None = None
     df_at: dict[int, np.ndarray] = field(default_factory=dict)
     _minimal: dict[str, np.ndarray] | None = None
     _maximal: dict[str, np.ndarray] | None = None
@@ -197,7 +201,7 @@ class LinkageAnalysis:
             )
         while len(levels) > 1 and not len(levels[-1].positions):  # as ``analyze`` stops
             levels.pop()
-        return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=self.k, reading=self.reading)
+        return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=self.k, reading=self.reading, tokenizer=self.tokenizer)
 
     def anonymity(self) -> int | None:
         """Smallest df over all linkable occurrences (SPEC §6, arity 1), or None."""
@@ -218,7 +222,7 @@ def occurrence_keys(n: np.ndarray, row: np.ndarray) -> np.ndarray:
 
 def analyze(
     index: CorpusIndex, text: str, k: int, max_n: int | None = None, exact_frequent: bool = True, reading: str = "exact",
-    twins: "LinkageAnalysis | None" = None,
+    twins: "LinkageAnalysis | None" = None, tokenizer: SearchTokenizer | None = None,
 ) -> LinkageAnalysis:
     """Look up every n-gram of ``text`` that can matter (see module docstring) under one reading.
 
@@ -227,13 +231,14 @@ def analyze(
     frequent n-gram's posting list need not be walked to its end. ``twins``, the exact
     reading's analysis of the same text (same k and ``exact_frequent``), lends the search
     reading the lookups of the n-grams both read alike (``levels.TwinLevel``).
+    ``tokenizer`` reads the text instead of the index's own for the reading (``CorpusIndex.tokenize``).
     """
     check_k(k)
     # Levels past max_n hold the search reading's n-grams with characters of scripts written
     # without spaces; ``tokens.remaining`` keeps every other n-gram within max_n.
     max_n = index.max_tokens if max_n is None else min(max_n, index.max_tokens)
     index_levels = index.levels_of(reading)
-    tokens, digests = index.tokenize(text, reading)
+    tokens, digests = index.tokenize(text, reading, tokenizer)
     count = len(tokens)
     remaining = tokens.remaining
     levels: list[LevelLookup] = []
@@ -254,7 +259,28 @@ def analyze(
         else:
             rows, df = level.lookup(keys, cap)
         levels.append(LevelLookup(n=n, positions=positions, keys=keys, rows=rows, df=df))
-    return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k, reading=reading)
+    return LinkageAnalysis(text=text, tokens=tokens, levels=levels, k=k, reading=reading, tokenizer=tokenizer)
+
+
+def alternate_analysis(
+    index: CorpusIndex, text: str, k: int, readings: Sequence[str], exact_frequent: bool = True, twins: "LinkageAnalysis | None" = None,
+) -> LinkageAnalysis | None:
+    """The search reading of ``text`` with the other folding table, or None when it reads no
+    differently or the search reading is not among ``readings`` (those checked, held by the index).
+
+    SPEC §8: where two folding tables disagree on a character (``þ``: ``th`` under ASCII
+    folding, ``p`` under UTS #39), a text is linkable if it is linkable under either. The
+    index reads the collection with the engine tables; a text holding such a character
+    (``search_form.alternate_readings``) is also looked up with them read the other way.
+    Its tokens are the search reading's, with other keys, so this is one more search-reading
+    analysis: what it finds links, and the text is protected only if protected under it too.
+    """
+    if "search" not in readings:
+        return None
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    if not holds_alternate(codes):
+        return None
+    return analyze(index, text, k, exact_frequent=exact_frequent, reading="search", twins=twins, tokenizer=index.alternate_tokenizer)
 
 
 class Findings(Protocol):

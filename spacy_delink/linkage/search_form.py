@@ -32,10 +32,11 @@ reordering would change is combining marks, which step 4 drops.
 Readings chosen where the SPEC leaves room (docs/linkage-rules.md §8):
 
 * Where ASCII folding or the Nd digit and UTS #39 disagree (``þ``: ``th`` vs ``p``,
-  ``ɛ``: ``e`` vs ``c``, ``١``: ``1`` vs ``l``), the ASCII folding or the digit wins: an
-  engine applies it to the original and the query alike, so it is the reading that finds
-  the original's words; the UTS #39 reading of these characters is not modelled
-  (``tools/compare_folding_tables.py`` lists them).
+  ``ɛ``: ``e`` vs ``c``, ``١``: ``1`` vs ``l``), the ASCII folding or the digit wins in
+  the search form, which the index holds: an engine applies it to the original and the
+  query alike. SPEC §8 makes a text linkable under either table, so a query holding such
+  a character is also read the other way (``alternate_readings``, ``alternate_table``;
+  ``ngrams.alternate_analysis``; ``tools/compare_folding_tables.py`` lists them).
 * ASCII folding's mappings to punctuation alone (``«`` → ``"``) are not applied: a search
   token holds letters and digits only, so they change no search.
 * ASCII characters are only case-folded. UTS #39 also maps ``I``→``l``, ``1``→``l``,
@@ -198,15 +199,86 @@ def _fold_letter(ch: str, tables: FoldTables) -> str:
     return "".join(c if c.isascii() else _latin_base(c) for c in mapped)
 
 
-def fold_char(ch: str) -> str:
-    """The search form of one code point (module docstring): often itself, sometimes empty or several."""
+def fold_char(ch: str, tables: FoldTables | None = None) -> str:
+    """The search form of one code point (module docstring): often itself, sometimes empty or several.
+
+    ``tables`` other than the shipped ones (``fold_tables``) serve ``alternate_readings``.
+    """
     if is_default_ignorable(ord(ch)):
         return ""
-    tables = fold_tables()
+    tables = tables or fold_tables()
     engine = _engine_reading(ch, tables)
     if engine is not None:
         return _fold_case(engine)
     return "".join(_fold_letter(c, tables) for c in _without_marks(unicodedata.normalize("NFKC", ch)))
+
+
+#: The code points of ASCII letters and digits as the search form writes them (lower case).
+_ASCII_ALNUM = np.zeros(128, dtype=bool)
+_ASCII_ALNUM[[ord(c) for c in "0123456789abcdefghijklmnopqrstuvwxyz"]] = True
+
+
+@lru_cache(maxsize=1)
+def alternate_readings() -> dict[str, str]:
+    """The characters whose search form the engine tables decide against UTS #39, and their other reading.
+
+    SPEC §8: where two tables disagree on a character, a text is linkable if it is linkable
+    under either. Step 2 (ASCII folding, Nd digits) wins in the search form; this is the
+    search form of each such character without step 2 — NFKC, marks dropped, case folded,
+    UTS #39 prototypes, the reading of a reader's eyes and of ICU's normalizer (``þ``:
+    ``th`` / ``p``, ``ɛ``: ``e`` / ``c``, ``١``: ``1`` / ``l``, ``ẛ``: ``f`` / ``s``; also
+    letters that reach such a character through their prototype, ``Ϸ`` → ``þ``). Only
+    characters both of whose readings are ASCII letters or digits are listed: then each
+    reading is a run of word characters, so a text's search tokens have the same bounds
+    under both, and any other reading (``ð`` → ``∂``, ``ꜩ`` → ``tȝ``) names a string that
+    no text's search form holds, so it could never be found.
+    """
+    starts, chars = fold_table()
+    lengths = np.diff(starts)
+    owner = np.repeat(np.arange(_CODE_POINTS, dtype=np.int64), lengths)
+    not_alnum = np.zeros(_CODE_POINTS, dtype=bool)
+    not_alnum[owner[(chars >= 128) | ~_ASCII_ALNUM[np.minimum(chars, 127)]]] = True
+    candidates = np.flatnonzero((lengths > 0) & ~not_alnum)
+    tables = fold_tables()
+    uts39 = FoldTables(prototypes=tables.prototypes, ascii={}, digits={})
+    found: dict[str, str] = {}
+    for cp in candidates[candidates >= 128].tolist():
+        other = fold_char(chr(cp), uts39)
+        if other and other.isascii() and other.isalnum() and other != chars[starts[cp] : starts[cp + 1]].tobytes().decode("utf-32-le"):
+            found[chr(cp)] = other
+    return found
+
+
+@lru_cache(maxsize=1)
+def _alternate_flags() -> np.ndarray:
+    """Bool per code point: whether ``alternate_readings`` lists it."""
+    flags = np.zeros(_CODE_POINTS, dtype=bool)
+    flags[[ord(ch) for ch in alternate_readings()]] = True
+    return flags
+
+
+def holds_alternate(codes: np.ndarray) -> bool:
+    """Whether a text's code points hold a character of ``alternate_readings``."""
+    return bool(len(codes)) and bool(_alternate_flags()[codes].any())
+
+
+@lru_cache(maxsize=1)
+def alternate_table() -> tuple[np.ndarray, np.ndarray]:
+    """``fold_table`` with each character of ``alternate_readings`` read the other way (same CSR layout)."""
+    starts, chars = fold_table()
+    other = {ord(ch): np.array([ord(c) for c in reading], dtype=np.uint32) for ch, reading in alternate_readings().items()}
+    lengths = np.diff(starts)
+    for cp, reading in other.items():
+        lengths[cp] = len(reading)
+    new_starts = np.zeros_like(starts)
+    np.cumsum(lengths, out=new_starts[1:])
+    pieces: list[np.ndarray] = []
+    copied = 0
+    for cp in sorted(other):
+        pieces += [chars[copied : starts[cp]], other[cp]]
+        copied = starts[cp + 1]
+    pieces.append(chars[copied:])
+    return new_starts, np.concatenate(pieces)
 
 
 def fold_text(text: str) -> str:

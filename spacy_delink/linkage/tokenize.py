@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
-from .search_form import fold_codes, fold_table
+from .search_form import alternate_table, fold_codes, fold_table
 
 DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
 #: SPEC §2's defaults. ``\*\*\*+`` is the SPEC's ``\*{3,}`` spelled with a literal prefix,
@@ -572,17 +572,23 @@ class SearchTokenizer(_MaskedTokenizer):
 
     Masks are found on the text as written (a pattern such as ``[PERSON]`` needs its
     capitals) and mask the folded characters they produced; offsets refer to the text.
+
+    With ``alternate``, the characters on whose reading the folding tables disagree read
+    the other way (``search_form.alternate_readings``: ``þ`` as ``p``, not ``th``): the
+    same tokens, with other keys, for the query side of SPEC §8's "linkable under either
+    table" (``ngrams.alternate_analysis``). An index is always built without it.
     """
 
     reading = "search"
     #: Keys are made of folded text: lower case already.
     folds_ascii = True
 
-    def __init__(self, rules: LinkageRules | None = None) -> None:
+    def __init__(self, rules: LinkageRules | None = None, alternate: bool = False) -> None:
         super().__init__(rules)
+        self.alternate = alternate
         self._classes = _char_classes("")
         self._kinds = _spaceless_kinds()
-        self._table = fold_table()
+        self._table = alternate_table() if alternate else fold_table()
 
     def _scan(self, text: str, masks: list[tuple[int, int]]) -> Tokens:
         codes, masked = self._codes_and_masked(text, masks)

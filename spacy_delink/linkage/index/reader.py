@@ -6,6 +6,7 @@ import os
 import shutil
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -15,7 +16,7 @@ from ...corpus import DocId
 from ...errors import IndexFormatError, InputError
 from ..readings import check_readings, describe, token_readings, tokenizer_for
 from ..search_form import table_version
-from ..tokenize import LinkageRules, Tokenizer, Tokens
+from ..tokenize import LinkageRules, SearchTokenizer, Tokenizer, Tokens
 from .commit import interrupted_hint
 from .forward import Forward
 from .gapstore import GapStore
@@ -328,11 +329,20 @@ class CorpusIndex:
             }
         return self._twin_levels
 
-    def tokenize(self, text: str, reading: str = "exact") -> tuple[Tokens, np.ndarray]:
-        """Tokens of ``text`` under the index's rules and one of its readings, and their keyed digests."""
+    def tokenize(self, text: str, reading: str = "exact", tokenizer: Tokenizer | SearchTokenizer | None = None) -> tuple[Tokens, np.ndarray]:
+        """Tokens of ``text`` under the index's rules and one of its readings, and their keyed digests.
+
+        ``tokenizer``, one of that reading under the same rules (the search reading with the
+        other folding table, ``alternate_tokenizer``), reads the text instead of the index's own.
+        """
         hasher = self.hashers["search" if reading == "gap" else reading]  # the gap reading reads the search reading's tokens
-        tokens = hasher.tokenizer.tokenize(text)
+        tokens = (tokenizer or hasher.tokenizer).tokenize(text)
         return tokens, hasher.hash_tokens(tokens)
+
+    @cached_property
+    def alternate_tokenizer(self) -> SearchTokenizer:
+        """The search reading under this index's rules with the other folding table (``SearchTokenizer(alternate=True)``)."""
+        return SearchTokenizer(self.rules, alternate=True)
 
     def bytes_on_disk(self) -> int:
         return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
