@@ -31,7 +31,7 @@ def test_the_engine_reads_sloppy_phrases_in_order_with_one_to_max_gap_words_betw
     assert dict(zip(documents.tolist(), gaps.tolist())) == {0: 1, 4: 16}
     # a run never crosses a mask of the collection: "charged first" is not a phrase of document 3
     assert adversary.collection.documents(adversary.collection.phrase(["charged", "first"])).tolist() == [1]
-    assert adversary.attack("He charged [REDACTED] first applicant", 0).around_mask == '"he charged first applicant"~1'
+    assert adversary.attack("He charged [REDACTED] first applicant", 0).around_mask == '"charged first"~1'  # document 4 needs slop 16
     assert adversary.attack("He charged [REDACTED] first applicant", 3).singled_out is False  # not found: no gap
     found = adversary.attack("charged [PERSON] [DATE] first", 4)
     assert found.around_mask is None and found.singled_out is False  # 0, 3 and 4 at slop 16
