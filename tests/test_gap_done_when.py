@@ -75,4 +75,5 @@ def test_no_protected_tab_text_is_singled_out_around_a_mask_or_across_a_paragrap
         found = adversary.attack(str(record["text"]), number[str(record["id"])])
         if found.singled_out:
             singled_out[record["id"]] = found
-    assert singled_out == {}, f"{len(singled_out)} of {len(records)} protected texts singled out: {list(singled_out.items())[:5]}"
+    examples = "; ".join(f"{doc_id}: {found}" for doc_id, found in list(singled_out.items())[:5])
+    assert len(singled_out) == 0, f"{len(singled_out)} of {len(records)} protected texts singled out, e.g. {examples}"
