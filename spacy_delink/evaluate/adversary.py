@@ -497,6 +497,7 @@ class _Engine:
         """The smallest linkable pair and (arity 3) triple whose first member is one of the first
         ``leading`` members: (hits, searches); an AND of phrases is confirmed by a tantivy query."""
         result: dict[int, _Found | None] = {2: None, 3: None}
+        members, leading = _distinct(members, leading)
         if len(members) < 2 or leading == 0:
             return result
         hit_sets = [member.hits for member in members]
@@ -510,7 +511,7 @@ class _Engine:
         if linkable.any():
             a, b = (int(i) for i in np.unravel_index(np.argmin(np.where(linkable, pairs, np.inf)), pairs.shape))
             result[2] = self._confirmed(int(pairs[a, b]), (members[a], members[b]))
-        if arity >= 3 and len(members) >= 3:
+        if arity >= 3 and len(members) >= 3 and (result[2] is None or result[2][0] > 1):  # no triple finds fewer than 1
             best: tuple[int, tuple[int, int, int]] | None = None
             for a in range(min(leading, len(members) - 2)):
                 columns = matrix[a] > 0
@@ -536,6 +537,21 @@ class _Engine:
             if engine_count != support:
                 raise DelinkError(f"tantivy counts {engine_count} documents for {' AND '.join(labels)} but its hit lists give {support} (a bug)")
         return support, labels
+
+
+def _distinct(members: list[_Member], leading: int) -> tuple[list[_Member], int]:
+    """One member per distinct document set, the first (a leading one where there is one): an
+    AND with a second search of the same documents finds what the first finds alone."""
+    seen: set[bytes] = set()
+    kept: list[_Member] = []
+    kept_leading = 0
+    for number, member in enumerate(members):
+        key = member.hits.tobytes()
+        if key not in seen:
+            seen.add(key)
+            kept.append(member)
+            kept_leading += number < leading
+    return kept, kept_leading
 
 
 def _verdict(found: list[_Found], reading: str) -> EngineVerdict:
