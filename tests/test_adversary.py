@@ -1,6 +1,7 @@
 """The independent engine of `delink evaluate` reads like a real one (SPEC §8): phrases across
 punctuation and paragraph ends, folded text, breaks only at masks, checked against a brute-force
-reference; and the proximity searches around masks, reported as outside the rules."""
+reference; and the sloppy phrases around masks, read on positions: inside the contract up to
+max_gap (the gap reading), reported apart above it and for phrases longer than max_n."""
 from __future__ import annotations
 
 import re
@@ -139,7 +140,7 @@ def test_the_search_reading_matches_a_brute_force_reference(data: st.DataObject)
                     assert found[(k, arity)].linkable == (expected is not None)
 
 
-# -- proximity searches around masks: outside the rules, measured ---------------------------------
+# -- proximity searches: the gap reading (inside the contract) and what is still outside -----------
 
 PROXIMITY_CORPUS = [
     "The applicant John Smith lived in Ljubljana. The court dismissed the appeal.",
@@ -150,49 +151,87 @@ PROXIMITY_CORPUS = [
 ]
 
 
-def test_a_proximity_search_bridges_a_masked_name() -> None:
-    adversary = SearchEngineAdversary(PROXIMITY_CORPUS, LinkageRules(), 8, proximity_slop=3)
-    engine = adversary.engines["search"]
-    assert engine.count(Search(("applicant", "lived"), 3)) == 2  # documents 0 and 3: two words hidden, one
-    assert engine.count(Search(("applicant", "lived"))) == 0
-    found = adversary.attack("the applicant [PERSON] lived in Ljubljana", [2], [1])
-    assert found.readings["search"][(2, 1)].linkable  # "ljubljana" is in one document: a phrase singles it out
-    found = adversary.attack("the applicant [PERSON] lived in [CITY]. The court dismissed the appeal.", [2], [1, 2, 3])
+def test_a_sloppy_phrase_around_a_mask_is_the_gap_reading() -> None:
+    adversary = SearchEngineAdversary(PROXIMITY_CORPUS, LinkageRules(), 8)
+    text = "the applicant [PERSON] lived in [CITY]. The court dismissed the appeal."
+    found = adversary.attack(text, [2], [1, 2, 3], source=0)
     for arity in (1, 2, 3):  # every phrase and every AND of phrases finds >= 2 documents ...
         assert not found.verdict((2, arity)).linkable
-    assert not found.proximity[(2, 1)].linkable  # ... the proximity search alone finds 2 ...
-    near = found.proximity[(2, 2)]  # ... and ANDed with a phrase, 1: the source
-    assert (near.linkable, near.anonymity) == (True, 1)
-    assert set(near.witness["phrases"]) & {'"applicant lived"~3', '"the applicant lived"~3', '"applicant lived in"~3', '"the applicant lived in"~3'}
-    assert "the court dismissed the appeal" in near.witness["phrases"]
-    counts = _engine_counts([found], (2, 2))
+    # ... "applicant * lived"~2 reaches the source (two hidden words) and Ana's document (one), but
+    # "in * the court dismissed"~1 finds the source alone: inside the contract (SPEC §9)
+    assert (found.gap[(2, 1)].linkable, found.gap[(2, 1)].anonymity) == (True, 1)
+    assert found.gap[(2, 1)].witness["phrases"] == ['"in * the court dismissed"~1']  # type: ignore[index]
+    counts = _engine_counts([found], (2, 1))
     assert counts["engine_linkable"] == 0
     assert counts["proximity"] == {
-        "linkable": 1, "singled_out": 1, "not_linkable_in_contract": 1, "beyond_contract": 1,
-        "beyond_contract_singled_out": 1, "beyond_contract_share": 1.0,
+        "gap_reading": {"linkable": 1, "singled_out": 1, "beyond_phrases": 1, "beyond_phrases_singled_out": 1},
+        "linkable": 1, "singled_out": 1, "not_linkable_in_contract": 0, "beyond_contract": 0,
+        "beyond_contract_singled_out": 0, "beyond_contract_share": None,
     }
+    # ANDed with a phrase: "applicant * lived"~2 (documents 0 and 3) AND "the court dismissed the appeal" (0 and 4)
+    found = adversary.attack("the applicant [PERSON] lived in [CITY] and the court dismissed the appeal.", [2], [1, 2], source=0)
+    assert not found.gap[(2, 1)].linkable and not found.verdict((2, 2)).linkable
+    assert (found.gap[(2, 2)].linkable, found.gap[(2, 2)].anonymity) == (True, 1)
+    # an unknown source: each search at the smallest slop that finds any document ("~1": Ana's alone)
+    found = adversary.attack("the applicant [PERSON] lived", [2], [1])
+    assert found.gap[(2, 1)].witness["phrases"] == ['"applicant * lived"~1']  # type: ignore[index]
 
 
-def test_a_proximity_search_alone_and_its_limits() -> None:
-    adversary = SearchEngineAdversary(PROXIMITY_CORPUS, LinkageRules(), 8, proximity_slop=3)
-    found = adversary.attack("the applicant [PERSON] [SURNAME] lived in", [3], [1])  # masks in a row: one stretch
-    assert not found.verdict((3, 1)).linkable  # "the applicant" and "lived in" are in all five documents
-    assert (found.proximity[(3, 1)].linkable, found.proximity[(3, 1)].anonymity) == (True, 2)  # "~3" finds 0 and 3
-    narrow = SearchEngineAdversary(PROXIMITY_CORPUS, LinkageRules(), 8, proximity_slop=1).engines["search"]
-    assert narrow.count(Search(("applicant", "lived"), 1)) == 1  # "Ana" is one word; "John Smith" two
-    across = SearchEngineAdversary(["the applicant\n\nlived in", "the applicant lived in x", "the applicant and lived in y"], LinkageRules(), 8, proximity_slop=3)
-    engine = across.engines["search"]
-    assert engine.count(Search(("applicant", "lived"), 3)) == 3  # across the original's paragraph end too (SPEC §8)
-    assert not across.attack("the applicant [X]\n\nlived in", [2], [1]).proximity[(2, 1)].linkable  # all three hold it
-    assert engine.reading.proximity_searches(engine.reading.segments("the applicant [X]\n\nlived in", engine.analyzer))
+def test_what_is_still_outside_the_contract_is_measured_apart() -> None:
+    corpus = ["the appeal was x x x x x dismissed today", "the appeal was dismissed today", "the appeal was heard and dismissed"]
+    text = "the appeal was [X] dismissed today"
+    inside = SearchEngineAdversary(corpus, LinkageRules(), 8).attack(text, [2], [1, 2], source=0)
+    assert (inside.gap[(2, 1)].anonymity, inside.gap[(2, 1)].witness["phrases"]) == (1, ['"appeal was * dismissed today"~5'])  # type: ignore[index]
+    narrow = SearchEngineAdversary(corpus, LinkageRules(), 8, proximity_slop=10, max_gap=4).attack(text, [2], [1, 2], source=0)
+    assert not narrow.verdict((2, 2)).linkable and not narrow.gap[(2, 2)].linkable  # slop 5 > max_gap 4: outside
+    assert (narrow.proximity[(2, 1)].linkable, narrow.proximity[(2, 1)].anonymity) == (True, 1)
+    counts = _engine_counts([narrow], (2, 1))["proximity"]
+    assert (counts["gap_reading"]["linkable"], counts["beyond_contract"], counts["beyond_contract_share"]) == (0, 1, 1.0)
+    # a phrase longer than max_n: no mask separates its words
+    long = SearchEngineAdversary(["a b c", "a b x", "x b c"], LinkageRules(max_n=2), 2).attack("a b c", [2], [1, 2], source=0)
+    assert not long.gap[(2, 1)].linkable and long.verdict((2, 2)).linkable  # "a b" AND "b c"
+    assert long.proximity[(2, 1)].witness["phrases"] == ["a b c"]  # type: ignore[index]
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "b", "c", "[X]"]), max_size=14), min_size=1, max_size=5),
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),
+    st.integers(1, 6),
+)
+def test_sloppy_phrases_are_read_exactly_on_positions(documents: list[list[str]], left: list[str], right: list[str], widest: int) -> None:
+    """Every document whose words hold ``left``, then 1..widest words, then ``right`` (each run
+    between masks), with its smallest gap: against a brute force over the words."""
+    from spacy_delink.evaluate.proximity import Bridge, PositionalIndex
+
+    runs = [[list(piece.split()) for piece in " ".join(words).split("[X]") if piece.split()] for words in documents]
+    index = PositionalIndex(runs, widest)
+    docs, slops = index.around(Bridge(tuple(left), tuple(right)))
+    expected = {}
+    for number, pieces in enumerate(runs):
+        words = [w for piece in pieces for w in piece]
+        run = [i for i, piece in enumerate(pieces) for _ in piece]
+        def holds(at: int, phrase: list[str]) -> bool:
+            return words[at : at + len(phrase)] == phrase and len(set(run[at : at + len(phrase)])) == 1
+        gaps = [
+            j - (i + len(left))
+            for i in range(len(words)) if holds(i, left)
+            for j in range(i + len(left) + 1, min(i + len(left) + widest, len(words) - 1) + 1) if holds(j, right)
+        ]
+        if gaps:
+            expected[number] = min(gaps)
+    assert dict(zip(docs.tolist(), slops.tolist())) == expected
 
 
 def test_proximity_settings_are_checked() -> None:
-    with pytest.raises(InputError, match="between 1 and 16"):
+    with pytest.raises(InputError, match="max_gap <= slop"):
         EvaluationSettings(ks=[2], arities=[1], proximity_slop=0)
+    with pytest.raises(InputError, match="max_gap <= slop"):
+        EvaluationSettings(ks=[2], arities=[1], proximity_slop=8, max_gap=16)  # the gap reading would be cut short
     # proximity searches run under the search reading: without it, they are not run
     assert EvaluationSettings(ks=[2], arities=[1], readings=["exact"]).proximity_slop is None
     with pytest.raises(InputError, match="search reading"):
-        SearchEngineAdversary([], LinkageRules(), 8, readings=["exact"], proximity_slop=3)
+        SearchEngineAdversary([], LinkageRules(), 8, readings=["exact"], proximity_slop=50)
     with pytest.raises(InputError, match="reads exact or search"):
         SearchEngineAdversary([], LinkageRules(), 8, readings=["fuzzy"])

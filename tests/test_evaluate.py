@@ -76,7 +76,7 @@ def tiny(tmp_path: Path) -> dict[str, Path]:
 
 
 def run_evaluation(paths: dict[str, Path], output: Path, semantic: bool = False, **overrides: Any) -> dict[str, Any]:
-    settings = EvaluationSettings(ks=[2, 3], arities=[1, 2], semantic=semantic, **overrides)
+    settings = EvaluationSettings(**{"ks": [2, 3], "arities": [1, 2], "semantic": semantic, **overrides})
     inputs = [paths["index"], paths["original"], paths["deidentified"]]
     if paths.get("protected"):
         inputs.append(paths["protected"])
@@ -136,15 +136,18 @@ def test_metrics_match_the_values_worked_out_by_hand(tiny: dict[str, Path]) -> N
             assert c[version]["engine_linkable"] == c[version]["linkable"]
     assert metrics["engine"]["disagreements"] == []
     assert metrics["engine"]["readings"] == ["exact", "search"]
-    # Outside the rules, proximity searches around the masks (slop 3) add nothing here:
-    # "farmer keeps near the"~3 is in a and b, "sells near the"~3 in c and d; ANDed with "near the
-    # river" or "near the lake" they single out a or d, as "the farmer keeps" and "sells" do already
-    # (tests/test_adversary.py has documents only a proximity search links).
-    assert metrics["engine"]["proximity"]["in_contract"] is False
+    # Sloppy phrases around the masks add nothing here: after protection, "keeps * near the"~1 (the
+    # slop that reaches a's source) finds a and b, and ANDed with "near the" still both; no search
+    # around b's masks reaches its source b ("sells" is not in it) (tests/test_adversary.py has
+    # documents only a sloppy phrase links).
+    note = metrics["engine"]["proximity"]
+    assert (note["max_gap"], note["gap_reading"]["in_contract"], note["beyond_contract"]["in_contract"]) == (16, True, False)
     near = cell(metrics, 2, 1)["after"]["proximity"]
-    assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"]) == (0, 2, 0)
+    assert (near["gap_reading"]["linkable"], near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"]) == (0, 0, 2, 0)
     near = cell(metrics, 2, 2)["after"]["proximity"]
+    assert near["gap_reading"] == {"linkable": 1, "singled_out": 1, "beyond_phrases": 0, "beyond_phrases_singled_out": 0}
     assert (near["linkable"], near["not_linkable_in_contract"], near["beyond_contract"], near["beyond_contract_share"]) == (1, 1, 0, 0.0)
+    assert verdicts(metrics, "b", "after")[(2, 2)]["gap_anonymity"] == 1
     assert verdicts(metrics, "b", "after")[(2, 2)]["proximity_anonymity"] == 1
     assert verdicts(metrics, "a", "after")[(2, 2)]["proximity_linkable"] is False
     assert {p for p in metrics["plots"]} >= {"linkage.png", "anonymity.png"}
@@ -162,6 +165,33 @@ def test_metrics_match_the_values_worked_out_by_hand(tiny: dict[str, Path]) -> N
     table = tables([("tiny", metrics)])
     assert "| tiny | 2 | 2 | 100.0% / 100.0% | 50.0% / 50.0% | 50.0% |" in table
     assert "| tiny | 2 | 18.2% | 1.0 | not measured |" in table
+
+
+def test_sloppy_phrases_that_still_link_after_protection_are_warnings(tmp_path: Path) -> None:
+    originals = [
+        ("0", "The applicant John Smith lived in Ljubljana."),
+        ("1", "The applicant was a nurse who lived in Celje."),
+        ("2", "The applicant lived in Kranj."),
+    ]
+    released = [("0", "The applicant [PERSON] lived in [CITY].")]
+    paths = {
+        "index": tmp_path / "index",
+        "original": write_jsonl(tmp_path / "original.jsonl", [{"id": i, "text": t} for i, t in originals]),
+        "deidentified": write_jsonl(tmp_path / "deid.jsonl", [{"id": i, "text": t} for i, t in released]),
+        "protected": write_jsonl(tmp_path / "prot.jsonl", [{"id": i, "text": t, "protected": True, "edits": []} for i, t in released]),
+    }
+    IndexBuilder(LinkageRules()).build(iter(originals), paths["index"])
+    # every phrase is in all three; "applicant * lived"~2 reaches the source alone (the nurse's
+    # document needs slop 4, and "the applicant lived" has no word between)
+    inside = run_evaluation(paths, tmp_path / "inside", ranked=False, ks=[2], arities=[1])
+    after = cell(inside, 2, 1)["after"]
+    assert (after["engine_linkable"], after["proximity"]["gap_reading"]["beyond_phrases_singled_out"], after["proximity"]["beyond_contract"]) == (0, 1, 0)
+    assert inside["warnings"][0].startswith("Sloppy phrases around masks (slop up to 16, inside the contract: SPEC §9's gap reading) link 1 ")
+    # with max_gap 1, slop 2 is outside the contract: measured and said, apart
+    outside = run_evaluation(paths, tmp_path / "outside", ranked=False, ks=[2], arities=[1], max_gap=1, proximity_slop=20)
+    after = cell(outside, 2, 1)["after"]
+    assert (after["proximity"]["gap_reading"]["linkable"], after["proximity"]["beyond_contract_singled_out"]) == (0, 1)
+    assert outside["warnings"][0].startswith("Outside the contract, 1 protected document(s) are linked (1 singled out) only by a sloppy phrase")
 
 
 def test_changes_are_classified_as_masks_or_rewrites() -> None:

@@ -75,6 +75,12 @@ def evaluate_command(
             line += f" → {cell['after']['linkable']}/{cell['after']['documents']} after protection"
             if "engine_linkable" in cell["after"]:
                 line += f" (tantivy: {cell['before']['engine_linkable']} → {cell['after']['engine_linkable']})"
+            if "proximity" in cell["after"]:
+                near = cell["after"]["proximity"]
+                line += (
+                    f"; sloppy phrases around masks after: {near['gap_reading']['linkable']} in the contract (gap reading), "
+                    f"{near['beyond_contract']} more outside it"
+                )
         typer.echo(line, err=True)
     counts = metrics["documents"]
     if counts["excluded_total"]:

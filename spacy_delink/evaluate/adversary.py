@@ -15,11 +15,10 @@ Two readings of a text (SPEC §8), each its own tantivy index:
   SPEC's letters and digits are Python's, and tantivy's Unicode tables are newer), and
   tantivy's simple tokenizer splits it. A phrase query matches consecutive positions
   whatever punctuation lay between ("intent to supply. He" holds the phrase "supply he").
-  Phrases break only at masks (SPEC §2, found on the text as written, folded after) and
-  paragraph ends (found on the search form), on both sides: the released text is cut
-  there into the runs of words a person can type, and in an indexed original each break
-  is a run of ``SENTINEL`` tokens (see ``SearchReading.index_values`` for why tantivy
-  never matches a phrase, or a proximity query, across it).
+  Phrases break only at masks (SPEC §2, found on the text as written, folded after), on
+  both sides; paragraph ends join (an engine indexes a document as one field): the
+  released text is cut at its masks into the runs of words a person can type, and in an
+  indexed original each mask is a ``SENTINEL`` token no query holds.
 * ``exact`` — SPEC §1–§7's reading, for comparing our exact reading with an engine:
   phrases also end at punctuation, tantivy lower-cases (where the rules apply NFKC and
   case folding) and drops tokens over 40 characters; each original is indexed as one
@@ -32,13 +31,17 @@ phrase; a combination of 2..arity candidates is linkable when the AND query has
 1 <= hits < k. Pair and triple supports come from tantivy's hit lists, and every linkable
 combination reported is confirmed by an actual boolean AND query.
 
-Outside the contract (SPEC §8, last point), the engine also tries **proximity searches
-around masks**: for each stretch of masks in a released text (search reading), the last
-one or two words before it and the first one or two after it as a sloppy phrase
-``"a b"~slop``, which bridges up to ``slop`` words in the original (what the mask hides).
-Such a search, alone or ANDed with the text's candidate phrases, can single out a
-document our rules call protected; ``delink evaluate`` reports it apart and the rules do
-not prevent it (docs/linkage-rules.md, "Outside the rules: proximity searches").
+**Proximity searches** (search reading), read exactly on token positions by
+``proximity`` (tantivy's sloppy phrases of three or more terms miss matches: tantivy
+issues #1934, #2580), reported apart from the phrases and ANDs of phrases:
+
+* *gap reading* (inside the contract, SPEC §9): the last 1-3 words before each stretch
+  of masks and the first 1-3 after it as a sloppy phrase, read at the smallest slop that
+  reaches the text's source (unknown source: that finds any document) when that slop is
+  at most ``max_gap``; alone or ANDed with the text's candidate phrases;
+* *beyond the contract*: the same searches when the source is only reached with a slop
+  above ``max_gap`` (up to ``proximity_slop``), and phrases longer than max_n (no mask
+  separates their words); reported, not prevented.
 """
 from __future__ import annotations
 
@@ -55,16 +58,13 @@ from ..errors import DelinkError, InputError
 from ..linkage.search_form import fold_text
 from .collection import NUMBER_FIELD, TEXT_FIELD, index_collection
 from ..linkage.tokenize import SPACELESS_SCRIPTS, script_table
+from .proximity import DEFAULT_MAX_GAP, DEFAULT_WIDEST_SLOP, PositionalIndex, bridges
 
 #: tantivy's default text analysis, spelled out, for the exact reading.
 MAX_TOKEN_CHARS = 40
-#: The token that fills a break in an indexed original under the search reading. Search
+#: The token that fills a mask in an indexed original under the search reading. Search
 #: tokens are case-folded, so they never contain an ASCII capital: no query matches it.
 SENTINEL = "BREAK"
-#: ``"a b"~3``: a proximity search bridges a mask that hides up to three words.
-DEFAULT_PROXIMITY_SLOP = 3
-#: Words taken on each side of a mask for a proximity search (1 and 2 are both tried).
-PROXIMITY_WORDS = 2
 _PARAGRAPH_END = re.compile(r"\n[ \t\r]*\n")
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")  # the complement of str.isalnum()
 
@@ -78,14 +78,18 @@ def _spaceless_letter() -> re.Pattern[str]:
     return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b - 1))}" for a, b in zip(edges[::2], edges[1::2])) + "]")
 
 Cell = tuple[int, int]
-#: The widest proximity search: a mask hiding more words than this is not bridged.
-MAX_PROXIMITY_SLOP = 16
+#: The widest proximity search that may be asked for around a mask.
+MAX_PROXIMITY_SLOP = 1000
 
 
-def check_proximity_slop(slop: int, readings: Sequence[str]) -> int:
-    """A proximity search's slop, checked (the searches run under the search reading)."""
-    if not 1 <= slop <= MAX_PROXIMITY_SLOP:
-        raise InputError(f"proximity slop {slop}: must be between 1 and {MAX_PROXIMITY_SLOP} (words a mask may hide)")
+def check_proximity_slop(slop: int, readings: Sequence[str], max_gap: int = DEFAULT_MAX_GAP) -> int:
+    """The widest sloppy phrase tried around a mask, checked: at least the contract's ``max_gap``
+    (the gap reading is read in full), and only under the search reading."""
+    if not 1 <= max_gap <= slop <= MAX_PROXIMITY_SLOP:
+        raise InputError(
+            f"proximity slop {slop} with max_gap {max_gap}: need 1 <= max_gap <= slop <= {MAX_PROXIMITY_SLOP} "
+            f"(the gap reading reads slops up to max_gap; default slop {DEFAULT_WIDEST_SLOP})"
+        )
     if "search" not in readings:
         raise InputError("proximity searches run under the search reading; add it to the readings or turn them off")
     return slop
@@ -102,22 +106,20 @@ def engine_unavailable() -> str | None:
 
 @dataclass(frozen=True)
 class Search:
-    """One search the adversary types: a phrase (``slop`` 0) or a sloppy phrase around a mask."""
+    """One phrase the adversary types (a tantivy phrase query, or a term query for one word)."""
 
     words: tuple[str, ...]
-    slop: int = 0
 
     def __str__(self) -> str:
-        phrase = " ".join(self.words)
-        return f'"{phrase}"~{self.slop}' if self.slop else phrase
+        return " ".join(self.words)
 
 
 @dataclass
 class Segmented:
     """A text as a reading cuts it: runs of words no phrase crosses, and which cuts only masks make.
 
-    ``masked[i]`` is true when only masks lie between ``runs[i]`` and ``runs[i + 1]`` (no
-    paragraph end): a proximity search may bridge them. Always false under the exact reading.
+    ``masked[i]`` is true when only masks lie between ``runs[i]`` and ``runs[i + 1]``: a
+    sloppy phrase may bridge them. Always false under the exact reading.
     """
 
     runs: list[list[str]]
@@ -227,13 +229,11 @@ class SearchReading(Reading):
     breaks at masks only: an engine indexes a document as one field, across paragraph ends."""
 
     mask_patterns: tuple[str, ...]
-    #: The widest proximity search the index must keep from crossing a break.
-    max_slop: int = DEFAULT_PROXIMITY_SLOP
     name = "search"
 
     @classmethod
-    def from_rules(cls, rules: Any, max_slop: int) -> "SearchReading":
-        return cls(tuple(rules.mask_patterns), max_slop)
+    def from_rules(cls, rules: Any) -> "SearchReading":
+        return cls(tuple(rules.mask_patterns))
 
     def analyzer(self) -> Any:
         """tantivy's simple tokenizer alone: the search form is case-folded already, and no
@@ -255,16 +255,14 @@ class SearchReading(Reading):
         return found
 
     def index_values(self, text: str) -> list[str]:
-        """One value: the pieces joined by ``max_slop + 1`` sentinel tokens.
+        """One value: the pieces joined by a sentinel token, which no query's words hold, so
+        a phrase query's words sit at consecutive positions of one piece (tantivy runs no
+        sloppy phrase: ``proximity`` reads those on positions)."""
+        return [f" {SENTINEL} ".join(piece for piece, _ in self.pieces(text))]
 
-        A query's words are never the sentinel (see ``SENTINEL``), so the words of a phrase
-        query must sit at consecutive positions of one piece, and a sloppy phrase with slop
-        s needs its words within s + 1 positions in order (s - 1 reversed); two words of
-        different pieces are at least ``max_slop + 2`` apart. (Separate field values would
-        not do: tantivy leaves one position between them, which slop 1 crosses.)
-        """
-        gap = " " + " ".join([SENTINEL] * (self.max_slop + 1)) + " "
-        return [gap.join(piece for piece, _ in self.pieces(text))]
+    def runs(self, text: str, analyzer: Any) -> list[list[str]]:
+        """An original as its runs of words between masks (the positional index's input)."""
+        return [words for words in (analyzer.analyze(piece) for piece, _ in self.pieces(text)) if words]
 
     def segments(self, text: str, analyzer: Any) -> Segmented:
         runs: list[list[str]] = []
@@ -281,18 +279,6 @@ class SearchReading(Reading):
             only_masks = True
         return Segmented(runs, masked)
 
-    def proximity_searches(self, segmented: Segmented) -> list[Search]:
-        """Around each stretch of masks: the last 1–2 words before it and the first 1–2 after,
-        as sloppy phrases (the widest first), distinct."""
-        found: dict[Search, None] = {}
-        for before, after, masked in zip(segmented.runs, segmented.runs[1:], segmented.masked):
-            if not masked:
-                continue
-            for left in range(min(PROXIMITY_WORDS, len(before)), 0, -1):
-                for right in range(min(PROXIMITY_WORDS, len(after)), 0, -1):
-                    found.setdefault(Search(tuple(before[-left:] + after[:right]), self.max_slop))
-        return list(found)
-
 
 @dataclass
 class EngineVerdict:
@@ -305,14 +291,17 @@ class EngineVerdict:
 
 @dataclass
 class EngineFindings:
-    """The engine's verdicts on one text: per reading (the SPEC's contract) and with proximity
-    searches added (outside it; None when not asked for)."""
+    """The engine's verdicts on one text: per reading (the SPEC's phrases and ANDs of phrases);
+    with the gap reading's sloppy phrases around masks added (``gap``: inside the contract,
+    SPEC §9); and with every proximity search added (``proximity``: also the searches still
+    outside it). Both None when proximity searches were not asked for."""
 
     readings: dict[str, dict[Cell, EngineVerdict]]
+    gap: dict[Cell, EngineVerdict] | None = None
     proximity: dict[Cell, EngineVerdict] | None = None
 
     def verdict(self, cell: Cell) -> EngineVerdict:
-        """Under the contract (SPEC §8): linkable under any reading; the smallest anonymity and its search."""
+        """By phrases and ANDs of phrases (SPEC §8): linkable under any reading; the smallest anonymity and its search."""
         linkable = [verdicts[cell] for verdicts in self.readings.values() if verdicts[cell].linkable]
         if not linkable:
             return EngineVerdict(False, None)
@@ -327,20 +316,44 @@ class _Phrases:
     occurrences: list[tuple[int, int, tuple[str, ...]]] = field(default_factory=list)  # (run, first word, key)
 
 
-_Found = tuple[int, tuple[Search, ...]]  # (hits, searches): a linkable search or combination
+@dataclass(eq=False)
+class _Member:
+    """One search in an AND: what it is called, its documents, and the tantivy phrase query
+    that confirms an AND (None for a search read on positions)."""
+
+    label: str
+    hits: np.ndarray
+    search: Search | None = None
+
+
+_Found = tuple[int, tuple[str, ...]]  # (hits, searches): a linkable search or combination
+
+
+@dataclass
+class _Proximity:
+    """A text's proximity searches as read: each (search, documents), within ``max_gap`` or beyond it."""
+
+    within: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    beyond: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
 
 class _Engine:
     """The original collection in one tantivy index, read one way, and the attack against it."""
 
-    def __init__(self, reading: Reading, documents: Iterable[str], max_n: int) -> None:
+    def __init__(self, reading: Reading, documents: Sequence[str], max_n: int, max_gap: int = DEFAULT_MAX_GAP, widest: int | None = None) -> None:
+        """``widest``: read proximity searches with slops up to it (the search reading only); None: not."""
         import tantivy
 
         self._tantivy = tantivy
         self.reading = reading
         self.max_n = max_n
+        self.max_gap = max_gap
         self.analyzer = reading.analyzer()
         collection = index_collection(self.analyzer, "delink_adversary", "position", map(reading.index_values, documents))
+        self.positions: PositionalIndex | None = None
+        if widest is not None:
+            assert isinstance(reading, SearchReading)
+            self.positions = PositionalIndex((reading.runs(text, self.analyzer) for text in documents), widest)
         self.schema, self.engine, self.searcher = collection.schema, collection.engine, collection.searcher
         self.documents = collection.documents
         self._hits: dict[Search, np.ndarray] = {}
@@ -348,7 +361,7 @@ class _Engine:
     def _query(self, search: Search) -> Any:
         if len(search.words) == 1:
             return self._tantivy.Query.term_query(self.schema, TEXT_FIELD, search.words[0])
-        return self._tantivy.Query.phrase_query(self.schema, TEXT_FIELD, list(search.words), search.slop)
+        return self._tantivy.Query.phrase_query(self.schema, TEXT_FIELD, list(search.words))
 
     def count(self, search: Search) -> int:
         """Documents matching one search."""
@@ -397,31 +410,76 @@ class _Engine:
                 previous = current
         return found
 
-    def attack(self, text: str, ks: list[int], arities: list[int], proximity: bool) -> tuple[dict[Cell, EngineVerdict], dict[Cell, EngineVerdict] | None]:
-        """The attack on one text at every (k, arity), and (``proximity``) with proximity searches added."""
+    def attack(
+        self, text: str, ks: list[int], arities: list[int], source: int | None = None
+    ) -> tuple[dict[Cell, EngineVerdict], dict[Cell, EngineVerdict] | None, dict[Cell, EngineVerdict] | None]:
+        """The attack on one text at every (k, arity): by phrases and ANDs of phrases; and, when
+        the engine reads proximity, with the gap reading's searches added, then with every
+        proximity search added. ``source``: the text's source document, when known."""
         segmented = self.reading.segments(text, self.analyzer)
         phrases = self.phrases(segmented)
-        extra: dict[Search, int] = {}
-        if proximity:
-            assert isinstance(self.reading, SearchReading)
-            extra = {search: self.count(search) for search in self.reading.proximity_searches(segmented)}
+        near = self._proximity(segmented, source) if self.positions is not None else None
         top = max(arities)
         verdicts: dict[Cell, EngineVerdict] = {}
+        gap: dict[Cell, EngineVerdict] = {}
         widened: dict[Cell, EngineVerdict] = {}
         for k in ks:
-            single: list[_Found] = [(count, (Search(key),)) for key, count in phrases.counts.items() if 1 <= count < k]
-            candidates = [Search(key) for key in self._candidates(phrases, k)]
+            single: list[_Found] = [(count, (str(Search(key)),)) for key, count in phrases.counts.items() if 1 <= count < k]
+            candidates = [self._member(Search(key)) for key in self._candidates(phrases, k)]
             combos = self._combinations(candidates, k, top, len(candidates)) if top >= 2 else {}
-            near: list[_Found] = [(count, (search,)) for search, count in extra.items() if 1 <= count < k]
-            frequent_near = [search for search, count in extra.items() if count >= k]
-            near_combos = self._combinations(frequent_near + candidates, k, top, len(frequent_near)) if proximity and top >= 2 else {}
+            if near is not None:
+                within = [(len(hits), (label,)) for label, hits in near.within if 1 <= len(hits) < k]
+                beyond = [(len(hits), (label,)) for label, hits in near.beyond if 1 <= len(hits) < k]
+                frequent_within = [_Member(label, hits) for label, hits in near.within if len(hits) >= k]
+                frequent_beyond = [_Member(label, hits) for label, hits in near.beyond if len(hits) >= k]
+                within_combos = self._combinations(frequent_within + candidates, k, top, len(frequent_within)) if top >= 2 else {}
+                beyond_combos = (
+                    self._combinations(frequent_beyond + frequent_within + candidates, k, top, len(frequent_beyond)) if top >= 2 else {}
+                )
             for arity in arities:
                 found = single + [combo for m, combo in combos.items() if m <= arity and combo is not None]
                 verdicts[(k, arity)] = _verdict(found, self.reading.name)
-                if proximity:
-                    found += near + [combo for m, combo in near_combos.items() if m <= arity and combo is not None]
+                if near is not None:
+                    found += within + [combo for m, combo in within_combos.items() if m <= arity and combo is not None]
+                    gap[(k, arity)] = _verdict(found, self.reading.name)
+                    found += beyond + [combo for m, combo in beyond_combos.items() if m <= arity and combo is not None]
                     widened[(k, arity)] = _verdict(found, self.reading.name)
-        return verdicts, (widened if proximity else None)
+        if near is None:
+            return verdicts, None, None
+        return verdicts, gap, widened
+
+    def _proximity(self, segmented: Segmented, source: int | None) -> _Proximity:
+        """The text's proximity searches as the adversary reads them.
+
+        A sloppy phrase around a mask is read at the smallest slop that reaches the source
+        (unknown: that finds any document): a larger slop only adds documents. Within
+        ``max_gap`` it is the gap reading's (SPEC §9); above it, outside the contract. A
+        phrase longer than max_n is read at its longest from each word that the source (or
+        any document) holds, once shorter phrases all find several documents.
+        """
+        assert self.positions is not None
+        found = _Proximity()
+        for bridge in bridges(segmented.runs, segmented.masked):
+            docs, slops = self.positions.around(bridge)
+            at = np.flatnonzero(docs == source) if source is not None else np.arange(min(len(docs), 1))
+            if not len(at):
+                continue
+            slop = int(slops[at[0]]) if source is not None else int(slops.min())
+            read = (bridge.search(slop), docs[slops <= slop])
+            (found.within if slop <= self.max_gap else found.beyond).append(read)
+        seen: set[str] = set()
+        for words in segmented.runs:
+            for start in range(max(len(words) - self.max_n, 0)):
+                longest = self.positions.longest(words, start, source, self.max_n + 1)
+                if longest is not None:
+                    label = " ".join(words[start : start + longest[0]])
+                    if label not in seen:
+                        seen.add(label)
+                        found.beyond.append((label, longest[1]))
+        return found
+
+    def _member(self, search: Search) -> _Member:
+        return _Member(str(search), self.hits(search), search)
 
     def _candidates(self, phrases: _Phrases, k: int) -> list[tuple[str, ...]]:
         """Maximal phrases with >= k hits (not inside a longer one), one per distinct phrase."""
@@ -435,15 +493,16 @@ class _Engine:
                 chosen.setdefault(key)
         return list(chosen)
 
-    def _combinations(self, searches: list[Search], k: int, arity: int, leading: int) -> dict[int, _Found | None]:
+    def _combinations(self, members: list[_Member], k: int, arity: int, leading: int) -> dict[int, _Found | None]:
         """The smallest linkable pair and (arity 3) triple whose first member is one of the first
-        ``leading`` searches: (hits, searches), confirmed by AND queries."""
+        ``leading`` members: (hits, searches); an AND of phrases is confirmed by a tantivy query."""
         result: dict[int, _Found | None] = {2: None, 3: None}
-        if len(searches) < 2 or leading == 0:
+        members, leading = _distinct(members, leading)
+        if len(members) < 2 or leading == 0:
             return result
-        hit_sets = [self.hits(search) for search in searches]
+        hit_sets = [member.hits for member in members]
         universe = np.unique(np.concatenate(hit_sets))
-        matrix = np.zeros((len(searches), len(universe)), dtype=np.float32)
+        matrix = np.zeros((len(members), len(universe)), dtype=np.float32)
         for row, hits in enumerate(hit_sets):
             matrix[row, np.searchsorted(universe, hits)] = 1.0
         pairs = matrix[:leading] @ matrix.T
@@ -451,10 +510,10 @@ class _Engine:
         linkable = upper & (pairs >= 1) & (pairs < k)
         if linkable.any():
             a, b = (int(i) for i in np.unravel_index(np.argmin(np.where(linkable, pairs, np.inf)), pairs.shape))
-            result[2] = self._confirmed(int(pairs[a, b]), (searches[a], searches[b]))
-        if arity >= 3 and len(searches) >= 3:
+            result[2] = self._confirmed(int(pairs[a, b]), (members[a], members[b]))
+        if arity >= 3 and len(members) >= 3 and (result[2] is None or result[2][0] > 1):  # no triple finds fewer than 1
             best: tuple[int, tuple[int, int, int]] | None = None
-            for a in range(min(leading, len(searches) - 2)):
+            for a in range(min(leading, len(members) - 2)):
                 columns = matrix[a] > 0
                 sub = matrix[a + 1 :, columns]
                 triples = sub @ sub.T  # |a ∩ b ∩ c| for b, c after a
@@ -467,22 +526,39 @@ class _Engine:
                     if support == 1:
                         break
             if best is not None:
-                result[3] = self._confirmed(best[0], tuple(searches[i] for i in best[1]))
+                result[3] = self._confirmed(best[0], tuple(members[i] for i in best[1]))
         return result
 
-    def _confirmed(self, support: int, searches: tuple[Search, ...]) -> _Found:
-        engine_count = self.count_all(searches)
-        if engine_count != support:
-            shown = " AND ".join(map(str, searches))
-            raise DelinkError(f"tantivy counts {engine_count} documents for {shown} but its hit lists give {support} (a bug)")
-        return support, searches
+    def _confirmed(self, support: int, members: tuple[_Member, ...]) -> _Found:
+        labels = tuple(member.label for member in members)
+        searches = [member.search for member in members]
+        if all(search is not None for search in searches):
+            engine_count = self.count_all(cast(list[Search], searches))
+            if engine_count != support:
+                raise DelinkError(f"tantivy counts {engine_count} documents for {' AND '.join(labels)} but its hit lists give {support} (a bug)")
+        return support, labels
+
+
+def _distinct(members: list[_Member], leading: int) -> tuple[list[_Member], int]:
+    """One member per distinct document set, the first (a leading one where there is one): an
+    AND with a second search of the same documents finds what the first finds alone."""
+    seen: set[bytes] = set()
+    kept: list[_Member] = []
+    kept_leading = 0
+    for number, member in enumerate(members):
+        key = member.hits.tobytes()
+        if key not in seen:
+            seen.add(key)
+            kept.append(member)
+            kept_leading += number < leading
+    return kept, kept_leading
 
 
 def _verdict(found: list[_Found], reading: str) -> EngineVerdict:
     if not found:
         return EngineVerdict(False, None)
-    count, searches = min(found, key=lambda item: (item[0], len(item[1]), [str(s) for s in item[1]]))
-    return EngineVerdict(True, count, {"phrases": [str(s) for s in searches], "hits": count, "reading": reading})
+    count, searches = min(found, key=lambda item: (item[0], len(item[1]), list(item[1])))
+    return EngineVerdict(True, count, {"phrases": list(searches), "hits": count, "reading": reading})
 
 
 READINGS = ("exact", "search")
@@ -497,35 +573,38 @@ class SearchEngineAdversary:
         rules: Any,
         max_n: int,
         readings: Sequence[str] = READINGS,
-        proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP,
+        proximity_slop: int | None = DEFAULT_WIDEST_SLOP,
+        max_gap: int = DEFAULT_MAX_GAP,
     ) -> None:
-        """``proximity_slop``: also run the proximity searches (search reading only) with this slop; None: not."""
+        """``proximity_slop``: also read the proximity searches (search reading only), sloppy
+        phrases up to this slop (those above ``max_gap`` are outside the contract); None: not."""
         reason = engine_unavailable()
         if reason:
             raise DelinkError(reason)
         if not readings or any(r not in READINGS for r in readings):
             raise InputError(f"the independent engine reads {' or '.join(READINGS)}; got {list(readings)!r}")
         if proximity_slop is not None:
-            check_proximity_slop(proximity_slop, readings)
+            check_proximity_slop(proximity_slop, readings, max_gap)
         self.proximity_slop = proximity_slop
+        self.max_gap = max_gap
         texts = list(documents)
-        built: dict[str, Reading] = {
-            "exact": ExactReading.from_rules(rules),
-            "search": SearchReading.from_rules(rules, proximity_slop or 0),
-        }
-        self.engines = {name: _Engine(built[name], texts, max_n) for name in READINGS if name in readings}
+        self.engines = {}
+        if "exact" in readings:
+            self.engines["exact"] = _Engine(ExactReading.from_rules(rules), texts, max_n)
+        if "search" in readings:
+            self.engines["search"] = _Engine(SearchReading.from_rules(rules), texts, max_n, max_gap, proximity_slop)
         self.documents = len(texts)
 
     @property
     def readings(self) -> tuple[str, ...]:
         return tuple(self.engines)
 
-    def attack(self, text: str, ks: list[int], arities: list[int]) -> EngineFindings:
-        """The attack on one text at every (k, arity), under every reading (and with proximity searches)."""
+    def attack(self, text: str, ks: list[int], arities: list[int], source: int | None = None) -> EngineFindings:
+        """The attack on one text at every (k, arity), under every reading (and with proximity
+        searches); ``source``: the number of the text's source in the collection, when known."""
         findings = EngineFindings(readings={})
         for name, engine in self.engines.items():
-            with_proximity = name == "search" and self.proximity_slop is not None
-            findings.readings[name], widened = engine.attack(text, ks, arities, with_proximity)
+            findings.readings[name], gap, widened = engine.attack(text, ks, arities, source)
             if widened is not None:
-                findings.proximity = widened
+                findings.gap, findings.proximity = gap, widened
         return findings

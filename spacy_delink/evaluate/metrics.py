@@ -7,8 +7,10 @@ For every joined document (see ``inputs``) and every (k, arity) asked for:
   (a *successful* attack: some search the adversary can run returns a set of that size
   holding the source; with several smallest sets this is the adversary's best case);
 * **the independent engine** (``adversary``): the same attack with tantivy under the same
-  readings, and every document on which its verdict differs from ours; and, outside the
-  rules' contract, the same engine with proximity searches around masks added;
+  readings, and every document on which its verdict differs from ours; then with the gap
+  reading's sloppy phrases around masks added (slop <= max_gap: inside the contract, SPEC
+  §9), then with the proximity searches still outside it (slop above max_gap, phrases
+  longer than max_n);
 * **utility**: tokens changed (token-level diff of de-identified vs protected text), masks
   added, edits per document by kind, and the cosine similarity of their embeddings;
 * **semantic linkage**: the exact rank of the true source when the original collection
@@ -35,7 +37,8 @@ from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..linkage.tokenize import Tokenizer
-from .adversary import DEFAULT_PROXIMITY_SLOP, PROXIMITY_WORDS, EngineFindings, check_proximity_slop
+from .adversary import EngineFindings, check_proximity_slop
+from .proximity import DEFAULT_MAX_GAP, DEFAULT_WIDEST_SLOP, SIDE_WORDS
 from .assess import assess_document
 from ..progress import track
 from .inputs import EXCLUSION_REASONS, Document, InputFields, Joined, check_original, join
@@ -81,9 +84,11 @@ class EvaluationSettings:
     semantic: bool = True
     #: The readings of the rules our attack checks (SPEC §8).
     readings: Sequence[str] = DEFAULT_READINGS
-    #: Slop of the engine's proximity searches around masks (outside the rules, under the
-    #: search reading); None: not run, as without the search reading.
-    proximity_slop: int | None = DEFAULT_PROXIMITY_SLOP
+    #: The widest slop of the engine's sloppy phrases around masks (search reading); those
+    #: above ``max_gap`` are outside the contract. None: not run, as without the search reading.
+    proximity_slop: int | None = DEFAULT_WIDEST_SLOP
+    #: SPEC §9's G: the slop up to which a sloppy phrase around a mask is inside the contract.
+    max_gap: int = DEFAULT_MAX_GAP
     #: How the three inputs are read: id and text fields, format where a name does not say it.
     fields: InputFields = field(default_factory=InputFields)
     #: Ranked retrieval: tantivy's BM25 with the text as the query (``evaluate.ranked``; outside the rules).
@@ -94,7 +99,7 @@ class EvaluationSettings:
         if "search" not in self.readings:
             self.proximity_slop = None
         if self.proximity_slop is not None:
-            check_proximity_slop(self.proximity_slop, self.readings)
+            check_proximity_slop(self.proximity_slop, self.readings, self.max_gap)
         for k in self.ks:
             check_k(k)
         for arity in self.arities:
@@ -311,7 +316,7 @@ def evaluate(
         engine_absent = engine_unavailable() or ""
         if not engine_absent:
             engine = SearchEngineAdversary(
-                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop
+                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop, settings.max_gap
             )
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
@@ -324,7 +329,7 @@ def evaluate(
                 for verdict in entry["ours"][version].values():
                     verdict.update(linkable=True, unverified=True)
             if engine is not None:
-                entry["engine"][version] = engine.attack(text, settings.ks, settings.arities)
+                entry["engine"][version] = engine.attack(text, settings.ks, settings.arities, document.source)
         report_cell = (settings.report_k, settings.report_arity)
         entry["assess"] = {
             version: assess_document(index, document.id, getattr(document, attribute), *report_cell, settings.max_combinations, readings=settings.readings)  # type: ignore[arg-type]
@@ -379,6 +384,31 @@ def _ranked_cells(cells: list[dict[str, Any]], ranked: dict[str, Any]) -> None:
                 cell[version]["ranked"] = {name: summary[name] for name in ("top1", "top10", "mean_rank")}
 
 
+def _proximity_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -> list[str]:
+    """Sloppy phrases around masks that still link after protection at the report's (k, arity):
+    inside the contract (the gap reading: protection should have removed them) and outside it."""
+    cell = next((c for c in metrics["linkage"] if (c["k"], c["arity"]) == (settings.report_k, settings.report_arity)), None)
+    near = (cell or {}).get("after", {}).get("proximity")
+    if near is None:
+        return []
+    note = metrics["engine"]["proximity"]
+    found = []
+    if near["gap_reading"]["beyond_phrases"]:
+        found.append(
+            f"Sloppy phrases around masks (slop up to {note['max_gap']}, inside the contract: SPEC §9's gap reading) link "
+            f"{near['gap_reading']['beyond_phrases']} protected document(s) that no phrase or AND of phrases links "
+            f"({near['gap_reading']['beyond_phrases_singled_out']} singled out) at k={settings.report_k}, arity {settings.report_arity}; "
+            "protection under the gap reading removes them: protect again with a version that reads it."
+        )
+    if near["beyond_contract"]:
+        found.append(
+            f"Outside the contract, {near['beyond_contract']} protected document(s) are linked "
+            f"({near['beyond_contract_singled_out']} singled out) only by a sloppy phrase around a mask with a slop above "
+            f"{note['max_gap']} (up to {note['slop']}) or a phrase longer than max_n: reported, not prevented (docs/evaluate.md)."
+        )
+    return found
+
+
 def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -> list[str]:
     """What the report states first, in words: linkage the protection leaves, and checks that did not run."""
     warnings = []
@@ -401,6 +431,7 @@ def evaluation_warnings(metrics: dict[str, Any], settings: EvaluationSettings) -
             f"{100 * SEMANTIC_WARNING['top10']:.0f}%). Protection against phrase search does not prevent linkage "
             "by meaning: an adversary who embeds the text can still find its source."
         )
+    warnings += _proximity_warnings(metrics, settings)
     disagreements = metrics["engine"]["decision_disagreements"]
     if disagreements:
         warnings.append(f"tantivy disagrees with our index on {disagreements} decision(s); they are listed under the summary.")
@@ -505,7 +536,7 @@ def _summarize(
             "name": "tantivy" if with_engine else None,
             "available": with_engine,
             "readings": list(settings.readings) if with_engine else [],
-            "proximity": _proximity_note(settings.proximity_slop if with_engine else None),
+            "proximity": _proximity_note(settings.proximity_slop if with_engine else None, settings.max_gap, index.max_n),
             "disagreements": disagreements,
             "decision_disagreements": sum(d["kind"] == "decision" for d in disagreements),
         },
@@ -533,8 +564,10 @@ def _summarize(
 
 
 def _engine_counts(findings: list[EngineFindings], cell: tuple[int, int]) -> dict[str, Any]:
-    """One (k, arity) cell's engine figures: linkable under the contract (any reading, and per
-    reading), and with proximity searches added (``proximity``: outside the contract)."""
+    """One (k, arity) cell's engine figures: linkable by phrases and ANDs of phrases (any
+    reading, and per reading), with the gap reading's sloppy phrases added (``proximity.gap_reading``:
+    inside the contract), and with every proximity search added (``proximity``: what is
+    still outside the contract is ``beyond_contract``)."""
     verdicts = [found.verdict(cell) for found in findings]
     linkable = sum(v.linkable for v in verdicts)
     counts: dict[str, Any] = {
@@ -545,10 +578,18 @@ def _engine_counts(findings: list[EngineFindings], cell: tuple[int, int]) -> dic
         } if findings else {},
     }
     if findings and findings[0].proximity is not None:
+        gap = [found.gap[cell] for found in findings if found.gap is not None]
         near = [found.proximity[cell] for found in findings if found.proximity is not None]
-        safe = [not v.linkable for v in verdicts]  # not linkable by any search the rules cover
+        by_phrases = [v.linkable for v in verdicts]
+        safe = [not g.linkable for g in gap]  # not linkable by any search the contract covers
         beyond = sum(n.linkable and s for n, s in zip(near, safe))
         counts["proximity"] = {
+            "gap_reading": {
+                "linkable": sum(g.linkable for g in gap),
+                "singled_out": sum(g.anonymity == 1 for g in gap),
+                "beyond_phrases": sum(g.linkable and not p for g, p in zip(gap, by_phrases)),
+                "beyond_phrases_singled_out": sum(g.anonymity == 1 and not p for g, p in zip(gap, by_phrases)),
+            },
             "linkable": sum(n.linkable for n in near),
             "singled_out": sum(n.anonymity == 1 for n in near),
             "not_linkable_in_contract": sum(safe),
@@ -559,18 +600,31 @@ def _engine_counts(findings: list[EngineFindings], cell: tuple[int, int]) -> dic
     return counts
 
 
-def _proximity_note(slop: int | None) -> dict[str, Any]:
+def _proximity_note(slop: int | None, max_gap: int, max_n: int) -> dict[str, Any]:
     """What the proximity figures are (metrics.json says it beside the numbers)."""
     if slop is None:
         return {"run": False}
+    around = (
+        f"the last 1-{SIDE_WORDS} words before each stretch of masks and the first 1-{SIDE_WORDS} after it as a "
+        'sloppy phrase ("a * b"~s), read in order on token positions (a, then 1..s words, then b) at the smallest '
+        "slop that reaches the document's source"
+    )
     return {
         "run": True,
+        "max_gap": max_gap,
         "slop": slop,
-        "words_each_side": PROXIMITY_WORDS,
-        "in_contract": False,
-        "what": f'the last 1-{PROXIMITY_WORDS} words before each stretch of masks and the first 1-{PROXIMITY_WORDS} after it '
-        f'as a sloppy phrase ("a b"~{slop}: up to {slop} hidden words), alone or ANDed with the text\'s candidate '
-        "phrases (search reading); outside the rules: reported, not prevented (docs/linkage-rules.md)",
+        "words_each_side": SIDE_WORDS,
+        "gap_reading": {
+            "in_contract": True,
+            "what": f"{around}, s <= {max_gap}, alone or ANDed with the text's candidate phrases (SPEC §9: "
+            "protect removes it)",
+        },
+        "beyond_contract": {
+            "in_contract": False,
+            "what": f"{around}, {max_gap} < s <= {slop}, alone or ANDed with candidate phrases; and phrases longer "
+            f"than {max_n} words that no mask separates, alone: reported, not prevented",
+            "not_measured": "other proximity between phrases no mask separates (A NEAR/n B), fuzzy terms, stemming, synonyms",
+        },
     }
 
 
@@ -585,8 +639,9 @@ def _document_metrics(entry: dict[str, Any]) -> dict[str, Any]:
                 verdict = findings.verdict(cell)
                 item["engine_linkable"], item["engine_anonymity"] = verdict.linkable, verdict.anonymity
                 item["engine_readings"] = {reading: verdicts[cell].linkable for reading, verdicts in findings.readings.items()}
-                if findings.proximity is not None:
-                    near = findings.proximity[cell]
+                if findings.gap is not None and findings.proximity is not None:
+                    gap, near = findings.gap[cell], findings.proximity[cell]
+                    item["gap_linkable"], item["gap_anonymity"] = gap.linkable, gap.anonymity
                     item["proximity_linkable"], item["proximity_anonymity"] = near.linkable, near.anonymity
     if "utility" in entry:
         row["utility"] = entry["utility"]
