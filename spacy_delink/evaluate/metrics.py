@@ -87,8 +87,9 @@ class EvaluationSettings:
     #: The widest slop of the engine's sloppy phrases around masks (search reading); those
     #: above ``max_gap`` are outside the contract. None: not run, as without the search reading.
     proximity_slop: int | None = DEFAULT_WIDEST_SLOP
-    #: SPEC §9's G: the slop up to which a sloppy phrase around a mask is inside the contract.
-    max_gap: int = DEFAULT_MAX_GAP
+    #: SPEC §9's G: the slop up to which a sloppy phrase around a mask is inside the contract;
+    #: None: the index's own (``LinkageRules.max_gap``, what ``protect`` checked).
+    max_gap: int | None = None
     #: How the three inputs are read: id and text fields, format where a name does not say it.
     fields: InputFields = field(default_factory=InputFields)
     #: Ranked retrieval: tantivy's BM25 with the text as the query (``evaluate.ranked``; outside the rules).
@@ -99,7 +100,7 @@ class EvaluationSettings:
         if "search" not in self.readings:
             self.proximity_slop = None
         if self.proximity_slop is not None:
-            check_proximity_slop(self.proximity_slop, self.readings, self.max_gap)
+            check_proximity_slop(self.proximity_slop, self.readings, DEFAULT_MAX_GAP if self.max_gap is None else self.max_gap)
         for k in self.ks:
             check_k(k)
         for arity in self.arities:
@@ -316,7 +317,7 @@ def evaluate(
         engine_absent = engine_unavailable() or ""
         if not engine_absent:
             engine = SearchEngineAdversary(
-                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop, settings.max_gap
+                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop, max_gap_of(settings, index)
             )
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
@@ -536,7 +537,7 @@ def _summarize(
             "name": "tantivy" if with_engine else None,
             "available": with_engine,
             "readings": list(settings.readings) if with_engine else [],
-            "proximity": _proximity_note(settings.proximity_slop if with_engine else None, settings.max_gap, index.max_n),
+            "proximity": _proximity_note(settings.proximity_slop if with_engine else None, max_gap_of(settings, index), index.max_n),
             "disagreements": disagreements,
             "decision_disagreements": sum(d["kind"] == "decision" for d in disagreements),
         },
@@ -598,6 +599,11 @@ def _engine_counts(findings: list[EngineFindings], cell: tuple[int, int]) -> dic
             "beyond_contract_share": _share(beyond, sum(safe)),
         }
     return counts
+
+
+def max_gap_of(settings: EvaluationSettings, index: CorpusIndex) -> int:
+    """The G a sloppy phrase around a mask is read with: the settings', else the index's (what protect checked)."""
+    return index.rules.max_gap if settings.max_gap is None else settings.max_gap
 
 
 def _proximity_note(slop: int | None, max_gap: int, max_n: int) -> dict[str, Any]:
