@@ -35,8 +35,8 @@ from .ngrams import LinkageAnalysis, occurrence_keys
 #: Rows of bridge candidates carry this bit, so their keys (``ngrams.occurrence_keys``) never
 #: meet an n-gram's (a level's rows stay far below it).
 BRIDGE_ROW = 1 << 39
-#: Gap results kept per process (bridges recur across a text's passes and across texts).
-_CACHE_LIMIT = 200_000
+#: Bytes of gap results kept per opened index (bridges recur across a text's passes and across texts).
+_CACHE_BYTES = 64 << 20
 #: The most documents a source search tries; more holders mean the text says too little to
 #: single one out (it is then read with every holder in turn, which is what this bound keeps).
 _NO_LIMIT = 1 << 40
@@ -108,14 +108,48 @@ def _side(
 
 
 @nb.njit(cache=True, nogil=True)
+def _inside(positions: np.ndarray, offsets: np.ndarray, documents: np.ndarray) -> np.ndarray:
+    """The ``positions`` (ascending) that lie in ``documents`` (ascending), by a binary search per document."""
+    out = np.empty(len(positions), dtype=np.int64)
+    count = 0
+    for document in documents:
+        first = np.searchsorted(positions, offsets[document])
+        stop = np.searchsorted(positions, offsets[document + 1])
+        out[count : count + stop - first] = positions[first:stop]
+        count += stop - first
+    return out[:count]
+
+
+@nb.njit(cache=True, nogil=True)
+def _nearest(
+    ids: np.ndarray, breaks: np.ndarray, flat: np.ndarray, bounds: np.ndarray, anchor_run: int, start: int, size: int,
+    low: int, high: int, widest: int,
+) -> int:
+    """Of a two-run bridge whose run ``anchor_run`` is at ``start``: the smallest gap (1..``widest``)
+    to the other run, after it or before it; -1 when it is not within reach."""
+    other = flat[bounds[1 - anchor_run] : bounds[2 - anchor_run]]
+    for gap in range(1, widest + 1):
+        at = start + size + gap if anchor_run == 0 else start - gap - len(other)
+        if at < low or at + len(other) > high:
+            return -1
+        if _run_at(ids, breaks, at, other):
+            return gap
+    return -1
+
+
+@nb.njit(cache=True, nogil=True)
 def _match(
     ids: np.ndarray, breaks: np.ndarray, offsets: np.ndarray, positions: np.ndarray,
     flat: np.ndarray, bounds: np.ndarray, anchor_run: int, anchor_offset: int, max_each: int, max_total: int,
-) -> tuple[np.ndarray, np.ndarray]:
+    stop_gap: int, stop_count: int, shrink: bool,
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """Every document matching the runs ``flat[bounds[r]:bounds[r + 1]]`` in order, each gap
     1..``max_each`` tokens and ``max_total`` in all, with its smallest total gap (documents
-    ascending). ``positions`` are the anchor word's, ascending; it is token ``anchor_offset``
-    of run ``anchor_run``."""
+    ascending), and whether the scan went to the end. ``positions`` are the anchor word's,
+    ascending; it is token ``anchor_offset`` of run ``anchor_run``. The scan stops once
+    ``stop_count`` documents (> 0) matched within ``stop_gap``: enough to know a df is >= k.
+    With ``shrink``, only the smallest total gap matters: the reach narrows to the best found
+    so far (documents recorded earlier with a larger gap stay; the caller keeps the smallest)."""
     runs = len(bounds) - 1
     docs = np.empty(len(positions), dtype=np.int64)
     gaps = np.empty(len(positions), dtype=np.int64)
@@ -124,28 +158,43 @@ def _match(
     anchor = flat[bounds[anchor_run] : bounds[anchor_run + 1]]
     after = np.arange(anchor_run + 1, runs)
     before = np.arange(anchor_run - 1, -1, -1)
+    within = 0
     for position in positions:
+        if stop_count > 0 and within >= stop_count:
+            return docs[:found], gaps[:found], False
         while offsets[doc + 1] <= position:
             doc += 1
         low, high = offsets[doc], offsets[doc + 1]
         start = position - anchor_offset
         if start < low or start + len(anchor) > high or not _run_at(ids, breaks, start, anchor):
             continue
-        right = _side(ids, breaks, flat, bounds, after, start + len(anchor) - 1, low, high, max_each, max_total, True)
-        if right < 0:
-            continue
-        left = _side(ids, breaks, flat, bounds, before, start, low, high, max_each, max_total - right, False)
-        if left < 0:
-            continue
-        total = left + right
+        if runs == 2:  # most bridges: the nearest other run is the smallest gap, no states to keep
+            total = _nearest(ids, breaks, flat, bounds, anchor_run, start, len(anchor), low, high, min(max_each, max_total))
+            if total < 0:
+                continue
+        else:
+            right = _side(ids, breaks, flat, bounds, after, start + len(anchor) - 1, low, high, max_each, max_total, True)
+            if right < 0:
+                continue
+            left = _side(ids, breaks, flat, bounds, before, start, low, high, max_each, max_total - right, False)
+            if left < 0:
+                continue
+            total = left + right
+        if shrink and total < max_total:
+            max_total = total
         if found and docs[found - 1] == doc:
             if total < gaps[found - 1]:
+                if gaps[found - 1] > stop_gap >= total:
+                    within += 1
                 gaps[found - 1] = total
         else:
             docs[found] = doc
             gaps[found] = total
             found += 1
-    return docs[:found], gaps[:found]
+            if total <= stop_gap:
+                within += 1
+    return docs[:found], gaps[:found], True
+
 
 
 class GapLookup:
@@ -156,36 +205,63 @@ class GapLookup:
         self.ids, self.breaks = store.stream
         self.starts, self.positions = store.postings
         self.offsets = np.asarray(store.offsets, dtype=np.int64)
-        self._cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._cache: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}
+        self._cached_bytes = 0
 
     def occurrences(self, number: int) -> int:
         return int(self.starts[number + 1] - self.starts[number])
 
-    def match(self, runs: list[np.ndarray], max_each: int, max_total: int) -> tuple[np.ndarray, np.ndarray]:
-        """Documents (ascending) holding ``runs`` (vocabulary numbers) in order within the gaps, and each one's smallest total gap."""
-        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    def match(
+        self, runs: list[np.ndarray], max_each: int, max_total: int, stop_gap: int = -1, stop_count: int = 0, only: int | None = None,
+        candidates: np.ndarray | None = None, shrink: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Documents (ascending) holding ``runs`` (vocabulary numbers) in order within the gaps, each
+        one's smallest total gap, and whether that is all of them: the scan may stop once
+        ``stop_count`` documents matched within ``stop_gap`` (``_match``). ``only``: that document
+        alone; ``candidates``: the documents that can hold the runs (sorted; the others are not read)."""
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), True)
         if any((run < 0).any() for run in runs):
             return empty
         key = b"".join(np.int64(len(run)).tobytes() + run.astype(np.int64).tobytes() for run in runs) + np.array(
-            [max_each, max_total], dtype=np.int64
+            [max_each, max_total, shrink], dtype=np.int64
         ).tobytes()
         cached = self._cache.get(key)
+        stopping = key + np.array([stop_gap, stop_count], dtype=np.int64).tobytes()
+        if cached is None and only is None and stop_count > 0:
+            cached = self._cache.get(stopping)  # a scan that stopped early, asked the same again
         if cached is not None:
-            return cached
+            if only is None:
+                return cached
+            at = np.searchsorted(cached[0], only)
+            hit = at < len(cached[0]) and cached[0][at] == only
+            return (cached[0][at : at + 1], cached[1][at : at + 1], True) if hit else empty
         flat = np.concatenate(runs).astype(np.int64)
         bounds = np.concatenate([[0], np.cumsum([len(run) for run in runs])]).astype(np.int64)
         counts = self.starts[flat + 1] - self.starts[flat]
         rarest = int(np.argmin(counts))
         anchor_run = int(np.searchsorted(bounds, rarest, side="right") - 1)
         word = flat[rarest]
+        positions = self.positions[self.starts[word] : self.starts[word + 1]]
+        if only is not None:  # the anchor's positions inside that document
+            positions = positions[np.searchsorted(positions, self.offsets[only]) : np.searchsorted(positions, self.offsets[only + 1])]
+        elif candidates is not None and len(candidates) * 8 < len(positions):  # fewer documents than positions: read only theirs
+            positions = _inside(positions, self.offsets, np.asarray(candidates, dtype=np.int64))
         found = _match(
-            self.ids, self.breaks, self.offsets, self.positions[self.starts[word] : self.starts[word + 1]],
-            flat, bounds, anchor_run, rarest - int(bounds[anchor_run]), max_each, max_total,
+            self.ids, self.breaks, self.offsets, positions, flat, bounds, anchor_run, rarest - int(bounds[anchor_run]),
+            max_each, max_total, stop_gap, stop_count, shrink,
         )
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[key] = found
+        if only is None:
+            self._remember(key if found[2] else stopping, found)
         return found
+
+    def _remember(self, key: bytes, found: tuple[np.ndarray, np.ndarray, bool]) -> None:
+        """Keep a result (a text's passes and the next texts ask again), within ``_CACHE_BYTES``."""
+        size = len(key) + found[0].nbytes + found[1].nbytes + 64
+        if self._cached_bytes + size > _CACHE_BYTES:
+            self._cache.clear()
+            self._cached_bytes = 0
+        self._cache[key] = found
+        self._cached_bytes += size
 
 
 def lookup_of(index: CorpusIndex) -> GapLookup:
@@ -351,7 +427,7 @@ def runs_of(first: int, last: int, segments: np.ndarray, numbers: np.ndarray) ->
 def find_sources(lookup: GapLookup, segments: np.ndarray, numbers: np.ndarray, max_gap: int) -> np.ndarray:
     """The documents holding every segment of the text in order, 1..``max_gap`` tokens apart (SPEC §9)."""
     runs = [numbers[a:b] for a, b in segments.tolist()]
-    documents, _ = lookup.match(runs, max_gap, _NO_LIMIT)
+    documents, _, _ = lookup.match(runs, max_gap, _NO_LIMIT)
     return documents
 
 
@@ -360,7 +436,14 @@ def analyze_gap(
 ) -> GapAnalysis:
     """SPEC §9 for one text, from its search-reading analysis (``search``): the bridges, their
     supports under the source's rule, and (``arity`` >= 2) the candidates for combinations.
-    ``source``: the document number of the text's source when given with it."""
+    ``source``: the document number of the text's source when given with it.
+
+    Each bridge is first decided with a scan that stops as soon as k documents are within
+    reach (enough to know it is not linkable); only the bridges that end up as candidates for
+    combinations are read in full. A bridge holding a linkable n-gram of the search reading
+    is skipped when that n-gram already singles the text out: it is not minimal, it matches
+    fewer than k documents (no candidate), and it cannot lower an anonymity of 1.
+    """
     lookup = lookup_of(index)
     max_gap = index.rules.max_gap
     tokens = search.tokens
@@ -376,62 +459,131 @@ def analyze_gap(
     else:
         sources, rule = np.zeros(0, dtype=np.int64), "unknown"
     count = len(spans)
-    bridges = {
+    bridges: dict[str, Any] = {
         "first": np.array([s[0] for s in spans], dtype=np.int64),
         "last": np.array([s[1] for s in spans], dtype=np.int64),
         "stretches": np.array([s[2] for s in spans], dtype=np.int64),
         "linkable": np.zeros(count, dtype=bool),
+        "frequent": np.zeros(count, dtype=bool),
         "support": np.zeros(count, dtype=np.int64),
         "slop": np.zeros(count, dtype=np.int64),
         "rule": np.zeros(count, dtype=np.int64),
         "key": [b""] * count,
     }
-    readings: list[list[np.ndarray]] = [[] for _ in range(count)]
-    for i, (first, last, _) in enumerate(spans):
+    skipped = _holding_a_single(search, bridges["first"], bridges["last"])
+    holders = RunHolders(index, search)
+    runs_of_bridge: list[list[np.ndarray]] = []
+    for i, (first, last, stretches) in enumerate(spans):
         runs = runs_of(first, last, segments, numbers)
+        runs_of_bridge.append(runs)
         bridges["key"][i] = b"|".join(run.astype(np.int64).tobytes() for run in runs)
-        documents, gaps = lookup.match(runs, max_gap, max_gap)
-        if not len(documents):
-            continue
-        _decide(bridges, i, documents, gaps, sources, k, readings[i])
-    eligible = (bridges["stretches"] == 1) & ~bridges["linkable"] & np.array([bool(r) for r in readings], dtype=bool)
+        if not skipped[i]:
+            _decide(lookup, bridges, i, runs, sources, k, max_gap, holders.of(first, last, segments))
     versions: list[tuple[int, np.ndarray]] = []
-    if arity >= 2 and eligible.any():
-        chosen = np.flatnonzero(eligible)
-        keep = _not_contained(bridges["first"][chosen], bridges["last"][chosen])
-        for bridge in chosen[keep].tolist():
-            versions.extend((bridge, documents) for documents in readings[bridge])
+    eligible = np.flatnonzero((bridges["stretches"] == 1) & bridges["frequent"])
+    if arity >= 2 and len(eligible):
+        keep = _not_contained(bridges["first"][eligible], bridges["last"][eligible])
+        for bridge in eligible[keep].tolist():
+            documents, gaps, _ = lookup.match(runs_of_bridge[bridge], max_gap, max_gap, candidates=holders.of(*spans[bridge][:2], segments))
+            versions.extend((bridge, within) for within in _document_sets(documents, gaps, sources, k))
     return GapAnalysis(search.text, search, k, max_gap, rule, sources, bridges, versions)
 
 
-def _decide(bridges: dict[str, Any], i: int, documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, k: int, sets: list[np.ndarray]) -> None:
-    """One bridge under SPEC §9's rules: linkable (with support and slop) or, frequent, the
-    document sets it is read with in combinations (``sets``)."""
+class RunHolders:
+    """The documents that hold each run of a bridge as a phrase (the search reading's posting
+    lists, SPEC §3): a document that matches the bridge holds all its runs, so only the
+    intersection is read for positions. Decoded once per run and text."""
+
+    def __init__(self, index: CorpusIndex, search: LinkageAnalysis) -> None:
+        self.levels = index.levels_of("search")
+        self.search = search
+        self._lists: dict[tuple[int, int], np.ndarray | None] = {}
+
+    def run(self, start: int, size: int) -> np.ndarray | None:
+        """The documents holding tokens [start, start + size) as a phrase; None when it was not looked up."""
+        found = self._lists.get((start, size), False)
+        if found is not False:
+            return found  # type: ignore[return-value]
+        documents = None
+        if size <= len(self.search.levels):
+            level = self.search.levels[size - 1]
+            at = int(np.searchsorted(level.positions, start))
+            if at < len(level.positions) and level.positions[at] == start:
+                documents = self.levels[size].documents_flat(level.rows[at : at + 1])[1] if level.rows[at] >= 0 else np.zeros(0, np.int64)
+        self._lists[(start, size)] = documents
+        return documents
+
+    def of(self, first: int, last: int, segments: np.ndarray) -> np.ndarray | None:
+        """The documents holding every run of the bridge [first, last] (None: not known, read all)."""
+        cuts = segments[:, 0][(segments[:, 0] > first) & (segments[:, 0] <= last)].tolist()
+        edges = [first, *cuts, last + 1]
+        held: np.ndarray | None = None
+        for a, b in zip(edges[:-1], edges[1:]):
+            documents = self.run(a, b - a)
+            if documents is None:
+                continue
+            held = documents if held is None else np.intersect1d(held, documents, assume_unique=True)
+        return held
+
+
+def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Bridges that hold a search n-gram of df 1: not minimal, no candidate, and no lower anonymity."""
+    minimal = search.minimal_arrays()
+    single = minimal["support"] == 1
+    if not single.any() or not len(first):
+        return np.zeros(len(first), dtype=bool)
+    return ~_not_containing(first, last, minimal["token"][single], minimal["token"][single] + minimal["n"][single] - 1)
+
+
+def _decide(
+    lookup: GapLookup, bridges: dict[str, Any], i: int, runs: list[np.ndarray], sources: np.ndarray, k: int, max_gap: int,
+    candidates: np.ndarray | None,
+) -> None:
+    """One bridge under SPEC §9's rules: linkable (with support, slop and rule) or frequent (a
+    candidate for combinations when it crosses one stretch), scanning no further than needed."""
+    held = []
+    for source in sources.tolist():
+        documents, gaps, _ = lookup.match(runs, max_gap, max_gap, only=source)
+        if len(documents):
+            held.append(int(gaps[0]))
+    if held:  # the source's rule: the search that reaches a source with the least slop decides
+        g = min(held)
+        documents, gaps, complete = lookup.match(runs, max_gap, g, stop_gap=g, stop_count=k, candidates=candidates)
+        within = int(np.count_nonzero(gaps <= g))
+        if complete and within < k:
+            bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, within, g, 1
+        else:
+            bridges["frequent"][i] = True
+        return
+    least = len(runs) - 1  # the smallest total gap there can be: one token per stretch
+    # Across several stretches a bridge is never a candidate: only the smallest gap matters.
+    documents, gaps, complete = lookup.match(
+        runs, max_gap, max_gap, stop_gap=least, stop_count=k, candidates=candidates, shrink=len(runs) > 2
+    )
+    if not len(documents):
+        return
+    if complete:
+        lowest = int(gaps.min())
+        at_lowest = int(np.count_nonzero(gaps == lowest))
+        if not len(sources) and at_lowest < k:
+            bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, at_lowest, lowest, 0
+            return
+        bridges["frequent"][i] = len(documents) >= k
+    else:
+        bridges["frequent"][i] = True
+
+
+def _document_sets(documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, k: int) -> list[np.ndarray]:
+    """The document sets a frequent bridge is read with in combinations: at each source's own
+    smallest gap when a source holds it, else at every slop where its documents grow; k or more each."""
     held = np.isin(sources, documents)
-    if held.any():
-        best = None
-        for source in sources[held].tolist():
-            g = int(gaps[np.searchsorted(documents, source)])
-            within = documents[gaps <= g]
-            if len(within) < k:
-                if best is None or (len(within), g) < best:  # the smallest support, then the least slop
-                    best = (len(within), g)
-            elif not any(np.array_equal(within, s) for s in sets):
-                sets.append(within)
-        if best is not None:
-            bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, best[0], best[1], 1
-            sets.clear()
-        return
-    lowest = int(gaps.min())
-    at_lowest = int(np.count_nonzero(gaps == lowest))
-    if not len(sources) and at_lowest < k:
-        bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, at_lowest, lowest, 0
-        return
-    # A frequent bridge (or one the known source does not hold): read at every s where its documents grow.
-    for s in np.unique(gaps).tolist():
+    slops = gaps[np.searchsorted(documents, sources[held])] if held.any() else np.unique(gaps)
+    sets = []
+    for s in np.unique(slops).tolist():
         within = documents[gaps <= s]
         if len(within) >= k:
             sets.append(within)
+    return sets
 
 
 @nb.njit(cache=True, nogil=True)
