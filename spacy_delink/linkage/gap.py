@@ -37,6 +37,8 @@ from .ngrams import LinkageAnalysis, occurrence_keys
 BRIDGE_ROW = 1 << 39
 #: Bytes of gap results kept per opened index (bridges recur across a text's passes and across texts).
 _CACHE_BYTES = 64 << 20
+#: Posting lists of runs kept per opened index.
+_RUN_LISTS = 50_000
 #: The most documents a source search tries; more holders mean the text says too little to
 #: single one out (it is then read with every holder in turn, which is what this bound keeps).
 _NO_LIMIT = 1 << 40
@@ -57,22 +59,25 @@ def _run_at(ids: np.ndarray, breaks: np.ndarray, start: int, run: np.ndarray) ->
 @nb.njit(cache=True, nogil=True)
 def _side(
     ids: np.ndarray, breaks: np.ndarray, flat: np.ndarray, bounds: np.ndarray, runs: np.ndarray,
-    edge: int, low: int, high: int, max_each: int, max_total: int, forward: bool,
+    edge: int, low: int, high: int, max_each: int, max_total: int, forward: bool, work: np.ndarray,
 ) -> int:
     """The smallest total gap with which the runs ``runs`` (in order away from the anchor) follow
     (``forward``) or precede the anchor's run, whose last (first) token is at ``edge``; -1: none.
 
-    Each state is a reachable edge with its smallest gap so far; one pass per run."""
-    edges = np.empty(1, dtype=np.int64)
-    totals = np.zeros(1, dtype=np.int64)
+    Each state is a reachable edge with its smallest gap so far; one pass per run. ``work``
+    (4 × ``max_each`` × runs + 4 int64) holds the states: no allocation per anchor position."""
+    half = len(work) // 2
+    size_states = half // 2
+    edges, totals = work[:size_states], work[size_states:half]
+    new_edges, new_totals = work[half : half + size_states], work[half + size_states :]
     edges[0] = edge
+    totals[0] = 0
+    states = 1
     for r in runs:
         run = flat[bounds[r] : bounds[r + 1]]
         size = len(run)
-        new_edges = np.empty(len(edges) * max_each, dtype=np.int64)
-        new_totals = np.empty(len(edges) * max_each, dtype=np.int64)
         count = 0
-        for s in range(len(edges)):
+        for s in range(states):
             for gap in range(1, max_each + 1):
                 total = totals[s] + gap
                 if total > max_total:
@@ -102,9 +107,14 @@ def _side(
                     new_totals[known] = total
         if count == 0:
             return -1
-        edges = new_edges[:count].copy()
-        totals = new_totals[:count].copy()
-    return totals.min()
+        edges[:count] = new_edges[:count]
+        totals[:count] = new_totals[:count]
+        states = count
+    best = totals[0]
+    for s in range(1, states):
+        if totals[s] < best:
+            best = totals[s]
+    return best
 
 
 @nb.njit(cache=True, nogil=True)
@@ -158,6 +168,9 @@ def _match(
     anchor = flat[bounds[anchor_run] : bounds[anchor_run + 1]]
     after = np.arange(anchor_run + 1, runs)
     before = np.arange(anchor_run - 1, -1, -1)
+    # Reachable edges after each run: at most one per token of the widest reach, which grows by
+    # max_each per run (and, in a source search, stays within the document).
+    work = np.empty(4 * (max_each * runs + 2), dtype=np.int64)
     within = 0
     for position in positions:
         if stop_count > 0 and within >= stop_count:
@@ -173,10 +186,10 @@ def _match(
             if total < 0:
                 continue
         else:
-            right = _side(ids, breaks, flat, bounds, after, start + len(anchor) - 1, low, high, max_each, max_total, True)
+            right = _side(ids, breaks, flat, bounds, after, start + len(anchor) - 1, low, high, max_each, max_total, True, work)
             if right < 0:
                 continue
-            left = _side(ids, breaks, flat, bounds, before, start, low, high, max_each, max_total - right, False)
+            left = _side(ids, breaks, flat, bounds, before, start, low, high, max_each, max_total - right, False, work)
             if left < 0:
                 continue
             total = left + right
@@ -207,6 +220,8 @@ class GapLookup:
         self.offsets = np.asarray(store.offsets, dtype=np.int64)
         self._cache: dict[bytes, tuple[np.ndarray, np.ndarray, bool]] = {}
         self._cached_bytes = 0
+        #: The search reading's posting lists of runs, by (length, row) (``RunHolders``).
+        self.run_documents: dict[tuple[int, int], np.ndarray] = {}
 
     def occurrences(self, number: int) -> int:
         return int(self.starts[number + 1] - self.starts[number])
@@ -471,7 +486,7 @@ def analyze_gap(
         "key": [b""] * count,
     }
     skipped = _holding_a_single(search, bridges["first"], bridges["last"])
-    holders = RunHolders(index, search)
+    holders = RunHolders(index, search, lookup)
     runs_of_bridge: list[list[np.ndarray]] = []
     for i, (first, last, stretches) in enumerate(spans):
         runs = runs_of(first, last, segments, numbers)
@@ -494,9 +509,10 @@ class RunHolders:
     lists, SPEC §3): a document that matches the bridge holds all its runs, so only the
     intersection is read for positions. Decoded once per run and text."""
 
-    def __init__(self, index: CorpusIndex, search: LinkageAnalysis) -> None:
+    def __init__(self, index: CorpusIndex, search: LinkageAnalysis, lookup: GapLookup) -> None:
         self.levels = index.levels_of("search")
         self.search = search
+        self.rows = lookup.run_documents  # decoded lists, by (length, row), kept across passes and texts
         self._lists: dict[tuple[int, int], np.ndarray | None] = {}
 
     def run(self, start: int, size: int) -> np.ndarray | None:
@@ -509,7 +525,13 @@ class RunHolders:
             level = self.search.levels[size - 1]
             at = int(np.searchsorted(level.positions, start))
             if at < len(level.positions) and level.positions[at] == start:
-                documents = self.levels[size].documents_flat(level.rows[at : at + 1])[1] if level.rows[at] >= 0 else np.zeros(0, np.int64)
+                row = int(level.rows[at])
+                documents = self.rows.get((size, row))
+                if documents is None:
+                    documents = self.levels[size].documents_flat(level.rows[at : at + 1])[1] if row >= 0 else np.zeros(0, np.int64)
+                    if len(self.rows) > _RUN_LISTS:
+                        self.rows.clear()
+                    self.rows[(size, row)] = documents
         self._lists[(start, size)] = documents
         return documents
 
@@ -522,8 +544,26 @@ class RunHolders:
             documents = self.run(a, b - a)
             if documents is None:
                 continue
-            held = documents if held is None else np.intersect1d(held, documents, assume_unique=True)
+            held = documents if held is None else _intersect(held, documents)
         return held
+
+
+@nb.njit(cache=True, nogil=True)
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The common values of two ascending arrays of distinct values, by one merge."""
+    out = np.empty(min(len(a), len(b)), dtype=np.int64)
+    i = j = count = 0
+    while i < len(a) and j < len(b):
+        if a[i] < b[j]:
+            i += 1
+        elif b[j] < a[i]:
+            j += 1
+        else:
+            out[count] = a[i]
+            count += 1
+            i += 1
+            j += 1
+    return out[:count]
 
 
 def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarray) -> np.ndarray:
