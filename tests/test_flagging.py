@@ -118,8 +118,9 @@ def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> No
         (frozenset({(0, 10), (23, 26)}), 1)
     }  # the piece is a new candidate, linkable with "red"
     result = protect(index, text, 2, 2, "min_cover")
-    assert [e["original"] for e in result.edits] == ["gamma", "beta", "alpha"]  # one pass per new piece
-    assert result.passes == 3
+    # one pass per new piece, each new mask merged with the one beside it (one mask per hidden stretch)
+    assert [e["original"] for e in result.edits] == ["gamma", "beta [REDACTED]", "alpha [REDACTED]"]
+    assert result.passes == 3 and result.text == "[REDACTED]. red. red."
     assert_protected(corpus, result.text, 2, 2)
 
 

@@ -11,9 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 import spacy
+import srsly
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from spacy_delink.cli import app
 from spacy_delink.errors import DelinkError
 from spacy_delink.linkage.attack import Detection, detect
 from spacy_delink.linkage.cover import STRATEGIES
@@ -187,10 +190,12 @@ def test_protected_outputs_show_one_mask_per_stretch(tmp_path: Path, strategy: s
         assert all(a_end < b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
 
 
+FARMS = ["The applicant's farm near the river Mura was sold.", "The applicant's farm was sold in 1994.", "The farm near the river was sold.", "The bank sold a farm."]
+
+
 def test_the_rewriter_component_writes_its_configured_mask_once_per_stretch(tmp_path: Path) -> None:
     """``mask`` stays configurable; ``doc._.delink_edits`` replay to the Doc's text."""
-    corpus = ["The applicant's farm near the river Mura was sold.", "The applicant's farm was sold in 1994.", "The farm near the river was sold.", "The bank sold a farm."]
-    build(tmp_path, corpus)
+    build(tmp_path, FARMS)
     text = "Her farm near the river Mura was sold."
     for mask in (MASK, "<MASKED>", "***"):
         nlp = spacy.blank("en")
@@ -198,3 +203,24 @@ def test_the_rewriter_component_writes_its_configured_mask_once_per_stretch(tmp_
         doc = nlp(text)
         assert doc.text == f"Her farm {mask} the {mask} was sold." and doc._.delink_protected
         assert replay(text, doc._.delink_edits) == doc.text
+
+
+@pytest.mark.parametrize("mask", ["<MASKED>", "[GONE]"])
+def test_protect_writes_the_mask_it_is_given_once_per_stretch_and_resumes(tmp_path: Path, mask: str) -> None:
+    """``delink protect`` with another mask: one per stretch (the input's own mask merged with new
+    neighbours), and a resumed run detects the merged text again and keeps it."""
+    build(tmp_path, FARMS)
+    srsly.write_jsonl(tmp_path / "in.jsonl", [
+        {"id": "a", "text": "Her farm near the river Mura was sold."},
+        {"id": "b", "text": "Her farm near [PERSON] river Mura was sold."},
+    ])
+    out = tmp_path / "out.jsonl"
+    args = ["protect", str(tmp_path / "index"), str(tmp_path / "in.jsonl"), "--output", str(out), "--k", "3", "--arity", "1",
+            "--config", "mask", "--components.delink_rewriter.mask", mask]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    written = out.read_text(encoding="utf-8")
+    assert [r["text"] for r in srsly.read_jsonl(out)] == [f"Her farm {mask} the {mask} was sold.", f"Her farm {mask} was sold."]
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "2 already done" in again.output and out.read_text(encoding="utf-8") == written
