@@ -137,8 +137,10 @@ def replay(source: str, edits: list[dict[str, Any]]) -> str:
         # a new mask merges with the input's masks beside it, of every pattern
         ("alpha [PERSON] beta gamma", ["beta"], MASK, "alpha [REDACTED] gamma"),
         ("alpha beta <PERSON>, **** [DATE_2] gamma", ["beta"], MASK, "alpha [REDACTED] gamma"),
-        # a stretch of the input's masks alone stays as the input wrote it
-        ("[PERSON] [DATE] alpha beta", ["beta"], MASK, "[PERSON] [DATE] alpha [REDACTED]"),
+        # a stretch of the input's masks alone is merged too; a lone one stays as written
+        ("[PERSON] [DATE] alpha beta [LOC]", ["alpha"], MASK, "[REDACTED] beta [LOC]"),
+        ("[PERSON], [DATE] alpha beta [LOC]", ["beta"], MASK, "[REDACTED] alpha [REDACTED]"),
+        ("[PERSON]\n\n[DATE]\nalpha", [], MASK, "[REDACTED]\n\nalpha"),
         # a paragraph end inside a stretch is kept once, after the mask, in place of the spaces that followed
         ("alpha beta\n\ngamma delta", ["beta", "gamma"], MASK, "alpha [REDACTED]\n\ndelta"),
         ("alpha beta.\n\nGAMMA\n  \n\ndelta epsilon", ["beta", "GAMMA", "delta"], MASK, "alpha [REDACTED]\n\nepsilon"),
@@ -164,6 +166,16 @@ def test_a_hidden_stretch_is_written_as_one_mask(tmp_path: Path, text: str, word
         assert {text[s:e] for s, e in zip(tokens.starts, tokens.ends) if start <= s and e <= end} <= set(words)
 
 
+def test_an_input_with_masks_side_by_side_comes_out_with_one(tmp_path: Path) -> None:
+    """Nothing linkable, but two masks in one stretch: one more pass merges them, no token changes."""
+    index = build(tmp_path, STRETCH_CORPUS * 2)
+    text = "alpha beta [PERSON], <DATE> gamma delta [LOC]"
+    result = protect(index, text, 2, 3, "min_cover")
+    assert result.text == "alpha beta [REDACTED] gamma delta [LOC]" and result.protected
+    assert result.edits == [{"start": 11, "end": 27, "original": "[PERSON], <DATE>", "replacement": MASK, "pass": 1, "by": "mask"}]
+    assert result.detection.text == result.text and masks_apart(index, result.text) == []
+
+
 def test_the_detection_must_be_of_the_text_masked(tmp_path: Path) -> None:
     index = build(tmp_path, STRETCH_CORPUS)
     with pytest.raises(DelinkError, match="another text"):
@@ -176,7 +188,7 @@ def test_protected_outputs_show_one_mask_per_stretch(tmp_path: Path, strategy: s
     """The loop on the shipped samples: every stretch one mask, edits that replay, output detected as written."""
     corpus = sample_texts()
     index = build(tmp_path, corpus)
-    text = "\n\n".join(corpus[:4]).replace("the ", "the [PERSON] ", 3)
+    text = "\n\n".join(corpus[:4]).replace("the ", "the [PERSON] ", 3).replace(". ", ". [DATE], [LOC]. ", 2)
     result = protect(index, text, 2, 3, strategy, mask=mask)
     assert result.protected and result.detection.text == result.text
     assert result.masked and mask in result.text

@@ -177,7 +177,20 @@ class RewriteLoop:
         self._mask_until_protected(result)
         if self.retrieval is not None:
             self._mask_until_ranked(result, self.retrieval)
+        self._merge_masks(result)
         self._verify(result)
+
+    def _merge_masks(self, result: RewriteResult) -> None:
+        """Write each stretch of masks that no mask pass merged (the input's own, ``[PERSON] [DATE]``)
+        as one mask, as one more pass: no output shows how many things a stretch hides."""
+        written = one_mask_per_stretch(result.text, [], result.detection, self.mask)
+        if not written:
+            return
+        result.apply(written, "mask")
+        if self.incremental:  # no token changed: the same detection, of the merged text
+            result.detection = result.detection.after_mask([(s, e) for s, e, _ in written], result.text, None)
+        else:
+            result.detection = self.detect(result.text)
 
     def _mask_until_ranked(self, result: RewriteResult, guard: RetrievalGuard) -> None:
         """Mask the words the guard chooses until the source ranks >= K, the phrase rules holding after each pass.

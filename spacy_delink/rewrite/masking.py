@@ -16,8 +16,7 @@ many tokens it hides, so that the output never tells a sloppy phrase search its 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
@@ -29,7 +28,6 @@ from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 
 if TYPE_CHECKING:
     from ..linkage.attack import Detection
-    from ..linkage.units import Units
 
 GRANULARITIES = ("token", "span")
 #: A paragraph end (SPEC §1: a newline, optional spaces, tabs or carriage returns, a newline),
@@ -66,17 +64,6 @@ def mask_ranges(detection: "Detection", granularity: str) -> list[tuple[int, int
     return [(int(units.starts[u]), int(units.ends[u])) for u in sorted(stab(intervals, rarity))]
 
 
-@dataclass
-class _Stretch:
-    """Hidden things with no token between them: where they start and end, whether the pass
-    masks one of them, and the first paragraph end between them."""
-
-    start: int
-    end: int
-    new: bool
-    paragraph_end: Optional[str] = None
-
-
 def one_mask_per_stretch(text: str, ranges: Sequence[tuple[int, int]], detection: "Detection", mask: str) -> list[tuple[int, int, str]]:
     """The replacements that mask ``ranges`` of ``text``: one ``mask`` per hidden stretch.
 
@@ -84,44 +71,44 @@ def one_mask_per_stretch(text: str, ranges: Sequence[tuple[int, int]], detection
     ``text`` holds already (SPEC §2: the input's own, an earlier pass's) — with no token of
     any reading checked between them (``detection`` is that of ``text``). Written one mask per
     masked token, ``[REDACTED] [REDACTED] [REDACTED]`` would tell the adversary the exact slop
-    of a sloppy phrase around it; so every stretch that holds one of ``ranges`` is written as
-    one mask, swallowing what lies between its parts (spaces, punctuation, sentence ends, the
-    input's masks). A stretch that swallows a paragraph end keeps one, right after the mask
-    and in place of the spaces that followed the stretch (unless a paragraph end follows
-    already, or only spaces are left), so the text keeps its paragraphs and still shows one
-    mask. Stretches made of the input's masks alone are left as the input wrote them.
-    Every replacement covers whole tokens and non-token characters only, so the tokens the
-    masks remove are those of ``ranges`` (``Detection.after_mask`` takes the replacements'
-    ranges as they are).
+    of a sloppy phrase around it; so every stretch that holds one of ``ranges``, or more than
+    one mask, is written as one mask, swallowing what lies between its parts (spaces,
+    punctuation, sentence ends, the input's masks: ``[PERSON], [DATE]`` would say two things
+    were hidden). A stretch that swallows a paragraph end keeps one, right after the mask and
+    in place of the spaces that followed the stretch (unless a paragraph end follows already,
+    or only spaces are left), so the text keeps its paragraphs and still shows one mask. A
+    lone mask of the input stays as written. Every replacement covers whole tokens and
+    non-token characters only, so the tokens the masks remove are those of ``ranges``
+    (``Detection.after_mask`` takes the replacements' ranges as they are; with no ``ranges``,
+    only the text's own masks are merged and no token changes).
     """
     if detection.text != text:
         raise DelinkError("one_mask_per_stretch was given the detection of another text (a bug; please report)")
-    hidden = sorted([(start, end, True) for start, end in ranges] + [(start, end, False) for start, end in detection.parts[0].analysis.tokens.masks])
+    masks = detection.parts[0].analysis.tokens.masks  # every reading finds the same masks (SPEC §2)
+    hidden = sorted([(start, end, True) for start, end in ranges] + [(start, end, False) for start, end in masks])
+    if not hidden:
+        return []
+    starts, ends, new = (np.array(column) for column in zip(*hidden))
     units = detection.units
-    stretches: list[_Stretch] = []
-    for start, end, new in hidden:
-        last = stretches[-1] if stretches else None
-        if last is None or not _token_free(units, last.end, start):
-            stretches.append(_Stretch(start, end, new))
-            continue
-        if last.paragraph_end is None:
-            found = _PARAGRAPH_END.search(text, last.end, start)
-            last.paragraph_end = found.group() if found else None
-        last.end, last.new = max(last.end, end), last.new or new
+    # Hidden things are whole tokens or masks, none inside another: the next one joins the stretch
+    # when no unit (token of any reading) lies between: the first unit ending after this one
+    # starts no earlier than the next one.
+    after = np.searchsorted(units.ends, ends[:-1], side="right")
+    joins = np.append(units.starts, np.iinfo(np.int64).max)[after] >= starts[1:]
+    firsts = np.flatnonzero(np.concatenate(([True], ~joins)))
     replacements = []
-    for stretch in stretches:
-        if not stretch.new:
+    for first, stop in zip(firsts.tolist(), [*firsts[1:].tolist(), len(hidden)]):
+        if stop - first == 1 and not new[first]:
             continue
-        end, written = stretch.end, mask
-        if stretch.paragraph_end is not None:
-            trailing = _WHITESPACE.match(text, end).group()
-            if end + len(trailing) < len(text) and not _PARAGRAPH_END.search(trailing):
-                end, written = end + len(trailing), mask + stretch.paragraph_end
-        replacements.append((stretch.start, end, written))
+        end, written = int(ends[first:stop].max()), mask
+        paragraph_end = next(
+            (found.group() for i in range(first + 1, stop) if (found := _PARAGRAPH_END.search(text, int(ends[i - 1]), int(starts[i])))),
+            None,
+        )
+        if paragraph_end is not None:
+            spaces = _WHITESPACE.match(text, end)
+            assert spaces is not None  # \s* matches everywhere
+            if spaces.end() < len(text) and not _PARAGRAPH_END.search(spaces.group()):
+                end, written = spaces.end(), mask + paragraph_end
+        replacements.append((int(starts[first]), end, written))
     return replacements
-
-
-def _token_free(units: "Units", start: int, end: int) -> bool:
-    """Whether no unit (token of any reading) overlaps ``text[start:end]``."""
-    first = int(np.searchsorted(units.ends, start, side="right"))  # the first unit that ends after start
-    return first == len(units) or int(units.starts[first]) >= end
