@@ -34,11 +34,13 @@ def detect(*args: Any, **kwargs: Any) -> Detection:
     return detect_readings(*args, readings=("exact",), **kwargs)
 
 
-def protect(index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token") -> RewriteResult:
+def protect(
+    index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token", mask: str = MASK
+) -> RewriteResult:
     """The rewriter's own loop, masks only (what ``delink protect`` runs with the Mask model)."""
     loop = RewriteLoop(
         name="test", detect=lambda t: detect(index, t, k, arity, flagging=strategy), task=make_rewrite_task(),
-        vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=MASK, granularity=granularity, stats=Counter(),
+        vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=mask, granularity=granularity, stats=Counter(),
     )
     return loop.run([text])[0]
 
@@ -86,7 +88,7 @@ def test_one_phrase_shared_by_every_linkable_pair(tmp_path: Path, arity: int) ->
     results = {s: protect(index, text, 2, arity, s) for s in STRATEGIES}
     assert results["min_cover"].text == "alpha beta [REDACTED]. red. green. blue."
     assert results["optimal"].text == results["min_cover"].text
-    assert results["shortest"].text == "alpha beta gamma. [REDACTED]. [REDACTED]. [REDACTED]."
+    assert results["shortest"].text == "alpha beta gamma. [REDACTED]."  # red, green, blue: one hidden stretch
     for result in results.values():
         assert_protected(ONE_HUB, result.text, 2, arity)
 
@@ -116,8 +118,9 @@ def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> No
         (frozenset({(0, 10), (23, 26)}), 1)
     }  # the piece is a new candidate, linkable with "red"
     result = protect(index, text, 2, 2, "min_cover")
-    assert [e["original"] for e in result.edits] == ["gamma", "beta", "alpha"]  # one pass per new piece
-    assert result.passes == 3
+    # one pass per new piece, each new mask merged with the one beside it (one mask per hidden stretch)
+    assert [e["original"] for e in result.edits] == ["gamma", "beta [REDACTED]", "alpha [REDACTED]"]
+    assert result.passes == 3 and result.text == "[REDACTED]. red. red."
     assert_protected(corpus, result.text, 2, 2)
 
 

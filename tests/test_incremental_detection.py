@@ -19,12 +19,13 @@ import pytest
 import spacy
 
 import spec_oracle
+from spacy_delink.linkage import attack
 from spacy_delink.linkage.attack import Detection, ReadingDetection, detect
 from spacy_delink.linkage.cover import STRATEGIES
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop
-from spacy_delink.rewrite.masking import GRANULARITIES, mask_ranges
+from spacy_delink.rewrite.masking import GRANULARITIES, mask_ranges, one_mask_per_stretch
 from test_combinations import build
 
 MASK = "[REDACTED]"
@@ -175,6 +176,53 @@ def test_cover_masks_until_protected(tmp_path: Path, seed: int) -> None:
             same_detection(incremental, full)
             same_covers(incremental, full)
             detection = incremental
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_one_mask_per_stretch_keeps_the_incremental_path(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Masks written one per hidden stretch (merged with each other and with the input's masks,
+    across punctuation and paragraph ends): the incremental detection equals a full one, pass
+    after pass, and takes its own path wherever it does with one mask per masked token."""
+    rng = random.Random(seed)
+    _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
+    arity = max(arity, 2)
+    strategy, granularity = STRATEGIES[seed % len(STRATEGIES)], rng.choice(GRANULARITIES)
+    mask = rng.choice([MASK, "<MASKED>", "***"])
+    for text in texts:
+        words = text.split(" ")
+        for _ in range(rng.randint(1, 4)):  # the input's own masks, some beside the words the cover masks
+            words.insert(rng.randrange(len(words) + 1), rng.choice(["[PERSON]", "<DATE>", "[LOC_1]."]))
+        detection = detect(index, " ".join(words), k, arity, flagging=strategy)
+        while not detection.protected:
+            ranges = mask_ranges(detection, granularity)
+            written = one_mask_per_stretch(detection.text, ranges, detection, mask)
+            after = masked_as(detection.text, written)
+            incremental, incrementally = after_mask_path(detection, [(s, e) for s, e, _ in written], after, granularity, monkeypatch)
+            _, per_token_incrementally = after_mask_path(detection, ranges, masked(detection.text, ranges, mask), granularity, monkeypatch)
+            assert incrementally == per_token_incrementally
+            full = detect(index, after, k, arity, flagging=strategy)
+            same_detection(incremental, full)
+            same_covers(incremental, full)
+            detection = incremental
+
+
+def after_mask_path(
+    detection: Detection, ranges: list[tuple[int, int]], text: str, granularity: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Detection, bool]:
+    """``detection.after_mask`` and whether it stayed incremental (no fall-back to a full detection)."""
+    fell_back = []
+    with monkeypatch.context() as patched:
+        patched.setattr(attack, "detect", lambda *args, **kwargs: fell_back.append(True) or detect(*args, **kwargs))
+        again = detection.after_mask(ranges, text, granularity)
+    return again, not fell_back
+
+
+def masked_as(text: str, replacements: list[tuple[int, int, str]]) -> str:
+    pieces, cursor = [], 0
+    for start, end, replacement in replacements:
+        pieces += [text[cursor:start], replacement]
+        cursor = end
+    return "".join(pieces) + text[cursor:]
 
 
 @pytest.mark.parametrize("seed", range(12))

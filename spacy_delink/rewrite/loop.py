@@ -4,8 +4,10 @@ Per batch of documents: detect (n-grams, plus combinations when ``arity`` >= 2) 
 generalize flagged numbers and dates when the model has a generalizer → ask the
 LLM to rephrase every flagged span (one spacy-llm call for the whole batch) → detect
 again, up to ``max_passes``. Whatever is still flagged is then masked, pass after pass,
-until the text is protected; the result is checked once more before it is returned, so
-an output is never marked protected unless the SPEC says it is.
+until the text is protected, each hidden stretch written as one mask whatever its length
+(``masking.one_mask_per_stretch``: merged with the masks beside it); the result is checked
+once more before it is returned, so an output is never marked protected unless the SPEC
+says it is.
 
 Edits are ``{start, end, original, replacement, pass, by}`` with offsets into the text as
 it was *before that pass* (pass 1: the source), so replaying them pass by pass rebuilds
@@ -29,7 +31,7 @@ from ..linkage.attack import Detection
 from ..linkage.readings import unread_message
 from ..llm.tasks.rewrite.task import RESULT_KEY, RewriteTask
 from ..retrieval.defence import RetrievalGuard
-from .masking import mask_ranges, merge_ranges
+from .masking import mask_ranges, merge_ranges, one_mask_per_stretch
 
 if TYPE_CHECKING:
     from ..llm.models.generalize import Generalizer
@@ -175,7 +177,20 @@ class RewriteLoop:
         self._mask_until_protected(result)
         if self.retrieval is not None:
             self._mask_until_ranked(result, self.retrieval)
+        self._merge_masks(result)
         self._verify(result)
+
+    def _merge_masks(self, result: RewriteResult) -> None:
+        """Write each stretch of masks that no mask pass merged (the input's own, ``[PERSON] [DATE]``)
+        as one mask, as one more pass: no output shows how many things a stretch hides."""
+        written = one_mask_per_stretch(result.text, [], result.detection, self.mask)
+        if not written:
+            return
+        result.apply(written, "mask")
+        if self.incremental:  # no token changed: the same detection, of the merged text
+            result.detection = result.detection.after_mask([(s, e) for s, e, _ in written], result.text, None)
+        else:
+            result.detection = self.detect(result.text)
 
     def _mask_until_ranked(self, result: RewriteResult, guard: RetrievalGuard) -> None:
         """Mask the words the guard chooses until the source ranks >= K, the phrase rules holding after each pass.
@@ -190,7 +205,7 @@ class RewriteLoop:
             ranges = guard.ranges(result.text, result.source_number)
             if not ranges:
                 break
-            result.apply([(s, e, self.mask) for s, e in merge_ranges(ranges)], "retrieval")
+            result.apply(one_mask_per_stretch(result.text, merge_ranges(ranges), result.detection, self.mask), "retrieval")
             result.detection = self.detect(result.text)
             self._mask_until_protected(result)
         result.retrieval_rank = guard.rank_of(result.text, result.source_number)
@@ -209,11 +224,12 @@ class RewriteLoop:
             ranges = mask_ranges(result.detection, self.granularity)
             if not ranges:
                 raise DelinkError(f"{self.name}: the {result.detection.flagging} cover chose nothing to mask in a linkable text (a bug; please report)")
-            result.apply([(s, e, self.mask) for s, e in ranges], "mask")
+            written = one_mask_per_stretch(result.text, ranges, result.detection, self.mask)
+            result.apply(written, "mask")
             if not self.incremental:
                 result.detection = self.detect(result.text)
                 continue
-            detection = result.detection.after_mask(ranges, result.text, self.granularity)
+            detection = result.detection.after_mask([(s, e) for s, e, _ in written], result.text, self.granularity)
             result.detection = self.detect(result.text) if detection.protected else detection
             if detection.protected and not result.protected:
                 logger.warning("%s: a full detection found what the incremental one missed; masking on", self.name)
