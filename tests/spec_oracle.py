@@ -648,12 +648,19 @@ def assess_gap(
         candidates.append(_Candidate(("ngram", key), frozenset(index[key]), (tokens[first].start, tokens[last].end, None)))
     seen: set[tuple[tuple[str, ...], ...]] = set()
     for bridge in sorted(frequent, key=lambda b: (b.start, b.end)):
-        inside_another = any(strictly_inside((bridge.first, bridge.last), (o.first, o.last)) for o in frequent)
-        if inside_another or bridge.runs in seen:
+        if bridge.runs in seen:
             continue
         seen.add(bridge.runs)
         for s, documents in frequent[bridge]:
-            candidates.append(_Candidate(("bridge", bridge.runs), documents, (bridge.start, bridge.end, s)))
+            # GAP.md 6 as the lead refined it: a version is left out only when a bridge around it
+            # is read with the very same documents (a shorter bridge read at the slop that reaches
+            # the source can narrow further than the wider one: it stays a candidate).
+            same_set_around = any(
+                strictly_inside((bridge.first, bridge.last), (o.first, o.last)) and any(d == documents for _, d in frequent[o])
+                for o in frequent
+            )
+            if not same_set_around:
+                candidates.append(_Candidate(("bridge", bridge.runs), documents, (bridge.start, bridge.end, s)))
     linkable_combinations = []
     for size in range(2, arity + 1):
         for combo in itertools.combinations(candidates, size):

@@ -66,6 +66,7 @@ class ReadingDetection:
         kept = np.flatnonzero(~removed)
         expected_start = tokens.segment_start[kept].astype(bool)
         expected_start[1:] |= np.diff(kept) > 1  # a mask in the gap breaks it
+        expected_start[:1] = True  # the first token always starts a segment, also when masks came before it
         if (
             len(new_tokens) != len(kept)
             or not np.array_equal(np.asarray(new_tokens.segment_start, dtype=bool), expected_start)

@@ -497,10 +497,10 @@ def analyze_gap(
     versions: list[tuple[int, np.ndarray]] = []
     eligible = np.flatnonzero((bridges["stretches"] == 1) & bridges["frequent"])
     if arity >= 2 and len(eligible):
-        keep = _not_contained(bridges["first"][eligible], bridges["last"][eligible])
-        for bridge in eligible[keep].tolist():
+        for bridge in eligible.tolist():
             documents, gaps, _ = lookup.match(runs_of_bridge[bridge], max_gap, max_gap, candidates=holders.of(*spans[bridge][:2], segments))
             versions.extend((bridge, within) for within in _document_sets(documents, gaps, sources, k))
+        versions = _widest_of_each_set(versions, bridges["first"], bridges["last"])
     return GapAnalysis(search.text, search, k, max_gap, rule, sources, bridges, versions)
 
 
@@ -611,6 +611,23 @@ def _decide(
         bridges["frequent"][i] = len(documents) >= k
     else:
         bridges["frequent"][i] = True
+
+
+def _widest_of_each_set(versions: list[tuple[int, np.ndarray]], first: np.ndarray, last: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The candidate versions, less those whose bridge lies inside another's with the same documents
+    (one search, one set: the wider bridge stands for both, as SPEC §5 keeps maximal n-grams).
+
+    A shorter bridge is kept when its set differs: read at the slop that reaches the source,
+    "case * the" can narrow further than the wider bridge around it, read at its own slop."""
+    by_set: dict[bytes, list[int]] = {}
+    for i, (_, documents) in enumerate(versions):
+        by_set.setdefault(documents.tobytes(), []).append(i)
+    kept = []
+    for group in by_set.values():
+        bridges = np.array([versions[i][0] for i in group], dtype=np.int64)
+        inside = ~_not_contained(first[bridges], last[bridges])
+        kept += [i for i, dropped in zip(group, inside.tolist()) if not dropped]
+    return [versions[i] for i in sorted(kept)]
 
 
 def _document_sets(documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, k: int) -> list[np.ndarray]:
