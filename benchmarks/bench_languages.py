@@ -231,7 +231,7 @@ def main() -> None:
         engine_seconds = time.perf_counter() - started
 
         loop = RewriteLoop(
-            name="bench", detect=lambda t: detect(index, t, args.k, args.arity), task=make_rewrite_task(),
+            name="bench", detect=lambda t, carried=(): detect(index, t, args.k, args.arity, carried=carried), task=make_rewrite_task(),
             vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask="[REDACTED]", granularity="token", stats=Counter(),
         )
         rows = []

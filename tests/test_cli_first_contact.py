@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_settings_are_worded_in_one_place() -> None:
-    assert str(CheckedUnder(2, 3, "idx")) == "k=2, arity 3, exact and search readings, index idx"
+    assert str(CheckedUnder(2, 3, "idx")) == "k=2, arity 3, exact, search and gap readings, index idx"
     assert str(CheckedUnder(2, 3, "idx", ("exact",))) == "k=2, arity 3, exact reading, index idx"
     assert "search reading" in str(CheckedUnder(2, 3, "idx", ("exact",)).unchecked) and CheckedUnder(2, 3, "idx").unchecked is None
     assert CheckedUnder(2, 3, "idx").unchecked is None
@@ -39,11 +39,11 @@ def test_assess_and_protect_check_the_threat_models_arity_by_default(
     assessed = delink("assess", index, inputs, "-o", tmp_path / "a.jsonl")
     assert assessed.returncode == 0, assessed.stderr
     assert {record["arity"] for record in srsly.read_jsonl(tmp_path / "a.jsonl")} == {THREAT_MODEL_ARITY}
-    assert f"under k=2, arity 3, exact and search readings, index {index}:" in assessed.stderr and "not checked" not in assessed.stderr
+    assert f"under k=2, arity 3, exact, search and gap readings, index {index}:" in assessed.stderr and "not checked" not in assessed.stderr
     protected = delink("protect", index, inputs, "-o", tmp_path / "p.jsonl")
     assert protected.returncode == 0, protected.stderr
     assert {r["protected_under"]["arity"] for r in srsly.read_jsonl(tmp_path / "p.jsonl")} == {THREAT_MODEL_ARITY}
-    assert protected.stderr.startswith(f"2 documents protected under k=2, arity 3, exact and search readings, index {index} (0 already done, 0 redone, 0 skipped)")
+    assert protected.stderr.startswith(f"2 documents protected under k=2, arity 3, exact, search and gap readings, index {index} (0 already done, 0 redone, 0 skipped)")
     assert "not checked" not in protected.stderr
 
 
@@ -54,7 +54,7 @@ def test_a_run_below_the_threat_models_arity_says_what_it_did_not_check(
     for command in ("assess", "protect"):
         result = delink(command, index, inputs, "-o", tmp_path / f"{command}.jsonl", "--k", "3", "--arity", "1")
         assert result.returncode == 0, result.stderr
-        assert "k=3, arity 1, exact and search readings, index" in result.stderr_lines[0] and result.stderr_lines[1] == sentence, result.stderr
+        assert "k=3, arity 1, exact, search and gap readings, index" in result.stderr_lines[0] and result.stderr_lines[1] == sentence, result.stderr
     deidentified = tmp_path / "deid.jsonl"
     srsly.write_jsonl(deidentified, [{"id": "a", "text": "The applicant's farm near the river [REDACTED] was sold."}])
     evaluated = delink(
@@ -62,7 +62,7 @@ def test_a_run_below_the_threat_models_arity_says_what_it_did_not_check(
         "--k", "2", "--arity", "1,2", "--no-engine", "--no-semantic",
     )
     assert evaluated.returncode == 0, evaluated.stderr
-    assert f"k=2, arity 2, exact and search readings, index {index}: linkable" in evaluated.stderr
+    assert f"k=2, arity 2, exact, search and gap readings, index {index}: linkable" in evaluated.stderr
     assert evaluated.stderr_lines[-1] == (
         "Combinations of more than 2 phrases were not checked (arity 2); the threat model's setting is arity 3."
     )

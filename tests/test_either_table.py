@@ -171,7 +171,7 @@ def test_a_mask_redetects_the_other_table_as_a_full_detection(pairs_index: Corpu
     for granularity in ("token", None):
         ranges = [(0, len("Þellow"))]
         after = "[REDACTED]" + text[len("Þellow") :]
-        incremental, full = detection.after_mask(ranges, after, granularity=granularity), detect(pairs_index, after, 2, arity=2)
+        incremental, full = detection.after_mask(ranges, after, granularity=granularity), detect(pairs_index, after, 2, arity=2, carried=detection.known_sources)
         assert len(incremental.parts) == len(full.parts) == 4
         same_detection(incremental, full)
         same_covers(incremental, full)
@@ -186,7 +186,7 @@ def test_the_rewriter_never_writes_a_text_linkable_under_the_other_table_as_prot
         (PAIRS, pairs_index, 2, "Þellow, Leeds."),
     ]:
         (result,) = RewriteLoop(
-            name="test", detect=lambda t, idx=idx, arity=arity: detect(idx, t, 2, arity), task=make_rewrite_task(),
+            name="test", detect=lambda t, carried=(), idx=idx, arity=arity: detect(idx, t, 2, arity, carried=carried), task=make_rewrite_task(),
             vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask="[REDACTED]", granularity="token", stats=Counter(),
             incremental=incremental,
         ).run([text])

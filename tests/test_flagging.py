@@ -39,7 +39,7 @@ def protect(
 ) -> RewriteResult:
     """The rewriter's own loop, masks only (what ``delink protect`` runs with the Mask model)."""
     loop = RewriteLoop(
-        name="test", detect=lambda t: detect(index, t, k, arity, flagging=strategy), task=make_rewrite_task(),
+        name="test", detect=lambda t, carried=(): detect(index, t, k, arity, flagging=strategy, carried=carried), task=make_rewrite_task(),
         vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=mask, granularity=granularity, stats=Counter(),
     )
     return loop.run([text])[0]

@@ -292,7 +292,7 @@ def test_evaluate_reads_tables_with_their_own_fields(tmp_path: Path, delink: Cal
         "-o", tmp_path / "evaluation", "--no-engine", "--no-semantic", "--k", "2", "--arity", "3", *fields,
     )
     assert result.returncode == 0, result.stderr
-    assert "k=2, arity 3, exact and search readings, index" in result.stderr and "linkable 1/1 → 0/1 after protection" in result.stderr
+    assert "k=2, arity 3, exact, search and gap readings, index" in result.stderr and "linkable 1/1 → 0/1 after protection" in result.stderr
 
 
 @pytest.mark.parametrize("command", ["index", "assess", "protect", "evaluate"])

@@ -21,10 +21,10 @@ from test_incremental_detection import MASK, random_setting
 
 
 def loop(index: CorpusIndex, k: int, arity: int, threads: int, seen: set[str] | None = None) -> RewriteLoop:
-    def detect_here(text: str):  # type: ignore[no-untyped-def]
+    def detect_here(text: str, carried=()):  # type: ignore[no-untyped-def]
         if seen is not None:
             seen.add(threading.current_thread().name)
-        return detect(index, text, k, arity)
+        return detect(index, text, k, arity, carried=carried)
 
     return RewriteLoop(
         name="test", detect=detect_here, task=make_rewrite_task(), vocab=spacy.blank("en").vocab, llm=None,

@@ -34,7 +34,7 @@ def build(tmp_path: Path, corpus: list[str], rules: LinkageRules | None = None, 
 def protect(index: CorpusIndex, text: str, k: int, arity: int, readings: tuple[str, ...] = ("exact", "search")) -> RewriteResult:
     """The rewriter's own loop, masks only (``delink protect`` with the Mask model), under ``readings``."""
     loop = RewriteLoop(
-        name="test", detect=lambda t: detect(index, t, k, arity, readings=readings), task=make_rewrite_task(),
+        name="test", detect=lambda t, carried=(): detect(index, t, k, arity, readings=readings, carried=carried), task=make_rewrite_task(),
         vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask="[REDACTED]", granularity="token", stats=Counter(),
     )
     return loop.run([text])[0]

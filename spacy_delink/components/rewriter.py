@@ -156,8 +156,9 @@ class DelinkRewriter(IndexedComponent):
                 )
             self._mask_checked = True
 
-    def _detect(self, text: str) -> Detection:
-        return detect(self.index, text, self.k, self.arity, flagging=self.flagging, readings=self.readings)
+    def _detect(self, text: str, carried: Sequence[int] = ()) -> Detection:
+        """The detection the loop works from; ``carried``: sources found on the text's earlier versions (SPEC §9)."""
+        return detect(self.index, text, self.k, self.arity, flagging=self.flagging, readings=self.readings, carried=carried)
 
     def still_protected(self, text: str, source_id: Any = None) -> bool:
         """SPEC §7 (every reading checked) for ``text`` under this component's (k, arity) and index now;

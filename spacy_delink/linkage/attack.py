@@ -109,6 +109,9 @@ class Detection:
     flagging: str = DEFAULT_STRATEGY
     #: The document number of the text's source when it was given (SPEC §9; else the gap reading finds it).
     source: int | None = None
+    #: Sources found on an earlier version of this text (the rewriter's input, its earlier passes):
+    #: each is read as a source too, beside those found on this text (docs/linkage-rules.md §9).
+    carried: tuple[int, ...] = ()
     _covers: dict[str, Cover] = field(default_factory=dict, repr=False)
     _units: Units | None = field(default=None, repr=False)
     _unread: list[str] | None = field(default=None, repr=False)
@@ -124,6 +127,14 @@ class Detection:
             if part.reading == reading:
                 return part
         raise KeyError(f"reading {reading!r} was not checked (checked: {', '.join(self.readings)})")
+
+    @property
+    def known_sources(self) -> tuple[int, ...]:
+        """Every document read as this text's source (given, found or carried), for the next version of the text."""
+        for part in self.parts:
+            if isinstance(part.analysis, GapAnalysis):
+                return tuple(part.analysis.sources.tolist())
+        return self.carried
 
     @property
     def anonymity(self) -> int | None:
@@ -216,14 +227,21 @@ class Detection:
             again = part.after_mask(self.index, removed, text, self.arity, self.max_combinations, settled)
             if again is None:
                 return detect(
-                    self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings, source=self.source
+                    self.index, text, self.k, self.arity, self.max_combinations, self.flagging, readings=self.readings,
+                    source=self.source, carried=self.known_sources,
                 )
             parts.append(again)
         done = [part for part in parts if part is not None]
         if "gap" in self.readings:
             search = next(part for part in done if part.reading == "search")  # the engine table's (the first)
-            parts = [_gap_part(self.index, search, self.arity, self.max_combinations, self.source) if p is None else p for p in parts]
-        return Detection(text, tuple(p for p in parts if p is not None), self.index, self.k, self.arity, self.max_combinations, self.flagging, self.source)
+            parts = [
+                _gap_part(self.index, search, self.arity, self.max_combinations, self.source, self.known_sources) if p is None else p
+                for p in parts
+            ]
+        return Detection(
+            text, tuple(p for p in parts if p is not None), self.index, self.k, self.arity, self.max_combinations, self.flagging,
+            self.source, self.known_sources,
+        )
 
 
 def _candidate_count(part: ReadingDetection) -> int:
@@ -247,10 +265,12 @@ def _same_tokens(
     return True
 
 
-def _gap_part(index: CorpusIndex, search: ReadingDetection, arity: int, max_combinations: int | None, source: int | None) -> ReadingDetection:
+def _gap_part(
+    index: CorpusIndex, search: ReadingDetection, arity: int, max_combinations: int | None, source: int | None, carried: Sequence[int] = ()
+) -> ReadingDetection:
     """The gap reading's detection (SPEC §9), from the search reading's (whose lookups and postings it reuses)."""
     assert isinstance(search.analysis, LinkageAnalysis) and search.reading == "search"
-    gap = analyze_gap(index, search.analysis, search.analysis.k, arity, source)
+    gap = analyze_gap(index, search.analysis, search.analysis.k, arity, source, carried)
     combinations = (
         analyze_combinations(index, gap, arity, max_combinations=max_combinations, previous=search.combinations) if arity >= 2 else None
     )
@@ -267,6 +287,7 @@ def detect(
     exact_frequent: bool = True,
     readings: Sequence[str] = DEFAULT_READINGS,
     source: int | None = None,
+    carried: Sequence[int] = (),
 ) -> Detection:
     """Run the attack on ``text`` under each of ``readings``: n-grams always, combinations when ``arity`` >= 2.
 
@@ -276,14 +297,15 @@ def detect(
     ``exact_frequent=False`` caps a frequent n-gram's df at k (``ngrams.analyze``): the
     same outputs at threshold k, but not the token rarities a flagging strategy weighs.
     A reading the index does not hold is refused (``CorpusIndex.require_readings``).
-    ``source``: the document number of the text's source, when known (SPEC §9; else found).
+    ``source``: the document number of the text's source, when known (SPEC §9; else found);
+    ``carried``: sources found on an earlier version of the text, read as sources too.
     """
     check_arity(arity, allow_single=True)
     check_strategy(flagging)
     parts: list[ReadingDetection] = []
     for reading in index.require_readings(readings):
         if reading == "gap":
-            parts.append(_gap_part(index, parts[-1], arity, max_combinations, source))
+            parts.append(_gap_part(index, parts[-1], arity, max_combinations, source, carried))
             continue
         twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
         assert twins is None or isinstance(twins, LinkageAnalysis)
@@ -291,7 +313,7 @@ def detect(
         combinations = analyze_combinations(index, analysis, arity, max_combinations=max_combinations) if arity >= 2 else None
         parts.append(ReadingDetection(analysis, combinations))
     parts += _alternate_part(index, text, k, arity, max_combinations, exact_frequent, parts)
-    detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging, source)
+    detection = Detection(text, tuple(parts), index, k, arity, max_combinations, flagging, source, tuple(carried))
     if detection.unread_scripts:
         warn_unread(detection.unread_scripts, detection.readings)
     return detection

@@ -22,7 +22,7 @@ the next, wider bridge, which the rewriter's next pass looks up.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numba as nb
 import numpy as np
@@ -447,11 +447,13 @@ def find_sources(lookup: GapLookup, segments: np.ndarray, numbers: np.ndarray, m
 
 
 def analyze_gap(
-    index: CorpusIndex, search: LinkageAnalysis, k: int, arity: int = 1, source: int | None = None
+    index: CorpusIndex, search: LinkageAnalysis, k: int, arity: int = 1, source: int | None = None, carried: Sequence[int] = (),
 ) -> GapAnalysis:
     """SPEC §9 for one text, from its search-reading analysis (``search``): the bridges, their
     supports under the source's rule, and (``arity`` >= 2) the candidates for combinations.
-    ``source``: the document number of the text's source when given with it.
+    ``source``: the document number of the text's source when given with it; ``carried``:
+    sources found on an earlier version of the text (the rewriter's input), read as sources too
+    — a text masked until its runs lie more than G apart in its source no longer finds it.
 
     Each bridge is first decided with a scan that stops as soon as k documents are within
     reach (enough to know it is not linkable); only the bridges that end up as candidates for
@@ -467,12 +469,16 @@ def analyze_gap(
     segments = segments_of(np.asarray(tokens.segment_start, dtype=bool))
     spans = enumerate_bridges(segments, index.max_n) if len(segments) > 1 else []
     if source is not None:
-        sources, rule = np.array([source], dtype=np.int64), "given"
+        found, rule = np.array([source], dtype=np.int64), "given"
     elif spans:
-        sources = find_sources(lookup, segments, numbers, max_gap)
-        rule = "found" if len(sources) == 1 else ("several" if len(sources) else "unknown")
+        found = find_sources(lookup, segments, numbers, max_gap)
+        rule = "found" if len(found) == 1 else ("several" if len(found) else "unknown")
     else:
-        sources, rule = np.zeros(0, dtype=np.int64), "unknown"
+        found, rule = np.zeros(0, dtype=np.int64), "unknown"
+    # Sources carried from an earlier version add to those found; with none found on this text
+    # the unknown-source rule applies as well (each is a reading that can only find more).
+    unknown = not len(found)
+    sources = np.union1d(found, np.asarray(carried, dtype=np.int64)).astype(np.int64)
     count = len(spans)
     bridges: dict[str, Any] = {
         "first": np.array([s[0] for s in spans], dtype=np.int64),
@@ -493,13 +499,13 @@ def analyze_gap(
         runs_of_bridge.append(runs)
         bridges["key"][i] = b"|".join(run.astype(np.int64).tobytes() for run in runs)
         if not skipped[i]:
-            _decide(lookup, bridges, i, runs, sources, k, max_gap, holders.of(first, last, segments))
+            _decide(lookup, bridges, i, runs, sources, unknown, k, max_gap, holders.of(first, last, segments))
     versions: list[tuple[int, np.ndarray]] = []
     eligible = np.flatnonzero((bridges["stretches"] == 1) & bridges["frequent"])
     if arity >= 2 and len(eligible):
         for bridge in eligible.tolist():
             documents, gaps, _ = lookup.match(runs_of_bridge[bridge], max_gap, max_gap, candidates=holders.of(*spans[bridge][:2], segments))
-            versions.extend((bridge, within) for within in _document_sets(documents, gaps, sources, k))
+            versions.extend((bridge, within) for within in _document_sets(documents, gaps, sources, found, k))
         versions = _widest_of_each_set(versions, bridges["first"], bridges["last"])
     return GapAnalysis(search.text, search, k, max_gap, rule, sources, bridges, versions)
 
@@ -576,11 +582,13 @@ def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarr
 
 
 def _decide(
-    lookup: GapLookup, bridges: dict[str, Any], i: int, runs: list[np.ndarray], sources: np.ndarray, k: int, max_gap: int,
-    candidates: np.ndarray | None,
+    lookup: GapLookup, bridges: dict[str, Any], i: int, runs: list[np.ndarray], sources: np.ndarray, unknown: bool, k: int,
+    max_gap: int, candidates: np.ndarray | None,
 ) -> None:
     """One bridge under SPEC §9's rules: linkable (with support, slop and rule) or frequent (a
-    candidate for combinations when it crosses one stretch), scanning no further than needed."""
+    candidate for combinations when it crosses one stretch), scanning no further than needed.
+    The source's rule for each of ``sources`` that holds the bridge; with ``unknown`` (no source
+    found on the text), the unknown-source rule too."""
     held = []
     for source in sources.tolist():
         documents, gaps, _ = lookup.match(runs, max_gap, max_gap, only=source)
@@ -592,9 +600,10 @@ def _decide(
         within = int(np.count_nonzero(gaps <= g))
         if complete and within < k:
             bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, within, g, 1
-        else:
-            bridges["frequent"][i] = True
-        return
+            return
+        bridges["frequent"][i] = True
+        if not unknown:
+            return
     least = len(runs) - 1  # the smallest total gap there can be: one token per stretch
     # Across several stretches a bridge is never a candidate: only the smallest gap matters.
     documents, gaps, complete = lookup.match(
@@ -605,10 +614,11 @@ def _decide(
     if complete:
         lowest = int(gaps.min())
         at_lowest = int(np.count_nonzero(gaps == lowest))
-        if not len(sources) and at_lowest < k:
+        if unknown and at_lowest < k:
             bridges["linkable"][i], bridges["support"][i], bridges["slop"][i], bridges["rule"][i] = True, at_lowest, lowest, 0
+            bridges["frequent"][i] = False
             return
-        bridges["frequent"][i] = len(documents) >= k
+        bridges["frequent"][i] |= len(documents) >= k
     else:
         bridges["frequent"][i] = True
 
@@ -630,11 +640,17 @@ def _widest_of_each_set(versions: list[tuple[int, np.ndarray]], first: np.ndarra
     return [versions[i] for i in sorted(kept)]
 
 
-def _document_sets(documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, k: int) -> list[np.ndarray]:
+def _document_sets(
+    documents: np.ndarray, gaps: np.ndarray, sources: np.ndarray, found: np.ndarray, k: int
+) -> list[np.ndarray]:
     """The document sets a frequent bridge is read with in combinations: at each source's own
-    smallest gap when a source holds it, else at every slop where its documents grow; k or more each."""
+    smallest gap where a source holds it, and, where no source found on this very text holds it
+    (or none was found), at every slop where its documents grow; k or more documents each. So
+    the sources carried from an earlier version only ever add sets to what the text alone reads."""
     held = np.isin(sources, documents)
-    slops = gaps[np.searchsorted(documents, sources[held])] if held.any() else np.unique(gaps)
+    slops = gaps[np.searchsorted(documents, sources[held])] if held.any() else np.zeros(0, dtype=np.int64)
+    if not np.isin(found, documents).any():
+        slops = np.concatenate([slops, np.unique(gaps)])
     sets = []
     for s in np.unique(slops).tolist():
         within = documents[gaps <= s]

@@ -20,7 +20,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
@@ -101,7 +101,8 @@ class RewriteLoop:
     """One configuration of the loop; ``llm`` is None when only masking is asked for."""
 
     name: str
-    detect: Callable[[str], Detection]
+    #: Detects a text; the second argument: sources found on its earlier versions (``Detection.known_sources``).
+    detect: Callable[[str, Sequence[int]], Detection]
     task: RewriteTask
     vocab: Vocab
     llm: Optional[Callable[[], LLMWrapper]]
@@ -134,7 +135,7 @@ class RewriteLoop:
         # Longest first, so that no thread is left with a long document at the end of a batch.
         longest_first = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         with self._documents_at_once(len(texts)) as each:
-            found = dict(zip(longest_first, each(self.detect, [texts[i] for i in longest_first])))
+            found = dict(zip(longest_first, each(lambda text: self.detect(text, ()), [texts[i] for i in longest_first])))
             results = [
                 RewriteResult(text, text, found[i], found[i].linkage_risk, source_number=sources[i]) for i, text in enumerate(texts)
             ]
@@ -167,7 +168,8 @@ class RewriteLoop:
         assert self.generalizer is not None
         if result.protected:
             return []
-        chosen, detection = self.generalizer.generalize(result.text, result.detection, self.detect)
+        carried = result.detection.known_sources
+        chosen, detection = self.generalizer.generalize(result.text, result.detection, lambda text: self.detect(text, carried))
         if chosen:
             result.apply([(start, end, form) for start, end, form, _ in chosen], "generalize")
             result.detection = detection
@@ -190,7 +192,7 @@ class RewriteLoop:
         if self.incremental:  # no token changed: the same detection, of the merged text
             result.detection = result.detection.after_mask([(s, e) for s, e, _ in written], result.text, None)
         else:
-            result.detection = self.detect(result.text)
+            result.detection = self.detect(result.text, result.detection.known_sources)
 
     def _mask_until_ranked(self, result: RewriteResult, guard: RetrievalGuard) -> None:
         """Mask the words the guard chooses until the source ranks >= K, the phrase rules holding after each pass.
@@ -206,7 +208,7 @@ class RewriteLoop:
             if not ranges:
                 break
             result.apply(one_mask_per_stretch(result.text, merge_ranges(ranges), result.detection, self.mask), "retrieval")
-            result.detection = self.detect(result.text)
+            result.detection = self.detect(result.text, result.detection.known_sources)
             self._mask_until_protected(result)
         result.retrieval_rank = guard.rank_of(result.text, result.source_number)
 
@@ -227,10 +229,10 @@ class RewriteLoop:
             written = one_mask_per_stretch(result.text, ranges, result.detection, self.mask)
             result.apply(written, "mask")
             if not self.incremental:
-                result.detection = self.detect(result.text)
+                result.detection = self.detect(result.text, result.detection.known_sources)
                 continue
             detection = result.detection.after_mask([(s, e) for s, e, _ in written], result.text, self.granularity)
-            result.detection = self.detect(result.text) if detection.protected else detection
+            result.detection = self.detect(result.text, detection.known_sources) if detection.protected else detection
             if detection.protected and not result.protected:
                 logger.warning("%s: a full detection found what the incremental one missed; masking on", self.name)
 
@@ -286,7 +288,7 @@ class RewriteLoop:
             self.stats["declined_to_mask"] += len(declined)
             result.apply(rewrites, "llm")
             if rewrites:
-                result.detection = self.detect(result.text)
+                result.detection = self.detect(result.text, result.detection.known_sources)
         if rejected_all:
             logger.warning(
                 "pass %d: %d rewrite(s) rejected (%s); those spans stay flagged",
