@@ -220,9 +220,12 @@ class DelinkRewriter(IndexedComponent):
     def rewrite_texts(self, texts: list[str], source_ids: Optional[Sequence[Any]] = None) -> list[RewriteResult]:
         """Protect a batch of texts (see ``rewrite.loop``); ``source_ids``: each one's source, which ``retrieval`` needs."""
         self._check_mask()
-        sources: Optional[list[Optional[int]]] = None
+        ids = list(source_ids) if source_ids is not None else [None] * len(texts)
+        sources: list[Optional[int]]
         if self.retrieval:
-            sources = list(self.source_numbers(list(source_ids) if source_ids is not None else [None] * len(texts)))
+            sources = list(self.source_numbers(ids))
+        else:  # the gap reading reads a source the collection holds; an id it does not hold says nothing
+            sources = [None if source_id is None else self.index.document_number(source_id) for source_id in ids]
         self.task.use_document_frequencies(partial(word_document_frequencies, self.index))
         loop = RewriteLoop(
             name=self.name,

@@ -128,14 +128,17 @@ class RewriteLoop:
     generalizer: Optional["Generalizer"] = None
 
     def run(self, texts: list[str], sources: Optional[list[Optional[int]]] = None) -> list[RewriteResult]:
-        """Protect a batch of texts (``sources``: each one's document number, for ``retrieval``); the LLM passes send all their requests together."""
+        """Protect a batch of texts (``sources``: each one's document number when known: read as its source by
+        the gap reading, and needed by ``retrieval``); the LLM passes send all their requests together."""
         sources = [None] * len(texts) if sources is None else sources
         if self.retrieval is not None and any(source is None for source in sources):
             raise DelinkError(f"{self.name}: ranked retrieval needs every text's source (a bug: the caller checks this)")
         # Longest first, so that no thread is left with a long document at the end of a batch.
         longest_first = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         with self._documents_at_once(len(texts)) as each:
-            found = dict(zip(longest_first, each(lambda text: self.detect(text, ()), [texts[i] for i in longest_first])))
+            # A text's known source (its id names a document of the collection) is read as a source from the start (SPEC §9).
+            first = [(texts[i], () if sources[i] is None else (sources[i],)) for i in longest_first]
+            found = dict(zip(longest_first, each(lambda pair: self.detect(*pair), first)))
             results = [
                 RewriteResult(text, text, found[i], found[i].linkage_risk, source_number=sources[i]) for i, text in enumerate(texts)
             ]

@@ -451,7 +451,9 @@ def protected_records(rewriter: DelinkRewriter, batch: list[tuple[Any, str]], se
     """
     _check_same_index(rewriter, settings)
     records = []
-    sources = [doc_id for doc_id, _ in batch] if rewriter.retrieval else None  # ranked retrieval: the id names the source
+    # The id names the source (ranked retrieval needs it; the gap reading reads it as a source when
+    # the collection holds a document of that id, docs/linkage-rules.md §9).
+    sources = [doc_id for doc_id, _ in batch]
     for (doc_id, text), result in zip(batch, rewriter.rewrite_texts([text for _, text in batch], sources)):
         record = {"id": doc_id, **result.record(), PROTECTED_UNDER: settings, INPUT_DIGEST: rewriter.index.input_digest(doc_id, text)}
         record["edits"] = rewriter.published_edits(result.edits)  # no source phrase in the output by default
