@@ -45,7 +45,9 @@ def assess_document(
     with its ``group_size``; with ``all_combinations`` it lists every combination up to the
     cap, each with the number of its ``group``. The decision and the scores are unchanged.
     """
-    record = assess_text(index, doc_id, text, k, arity, max_combinations + 1, readings)
+    # The id names the source when the collection holds a document of that id (SPEC §9, as protect reads it).
+    named = index.document_number(doc_id)
+    record = assess_text(index, doc_id, text, k, arity, max_combinations + 1, readings, carried=() if named is None else (named,))
     found = record["combinations"][:max_combinations]
     groups = group_numbers(found)
     if all_combinations:

@@ -35,7 +35,7 @@ from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, Detection, ReadingDetecti
 from ..linkage.combinations import check_arity
 from ..linkage.index import CorpusIndex
 from ..linkage.ngrams import check_k
-from ..linkage.readings import DEFAULT_READINGS, check_readings
+from ..linkage.readings import DEFAULT_READINGS, check_readings, token_readings
 from ..linkage.tokenize import Tokenizer
 from .adversary import EngineFindings, check_proximity_slop
 from .proximity import DEFAULT_MAX_GAP, DEFAULT_WIDEST_SLOP, SIDE_WORDS
@@ -129,14 +129,17 @@ def source_in_smallest(index: CorpusIndex, detection: Detection, source: int) ->
     return any(_source_in_smallest_part(index, part, smallest, source) for part in detection.parts)
 
 
+def _has(documents: np.ndarray, source: int) -> bool:
+    at = int(np.searchsorted(documents, source))
+    return at < len(documents) and int(documents[at]) == source
+
+
 def _source_in_smallest_part(index: CorpusIndex, part: ReadingDetection, smallest: int, source: int) -> bool:
     """``source_in_smallest`` under one reading."""
     levels = index.levels_of(part.reading)
 
     def holds(n: int, row: int) -> bool:
-        documents = levels[n].documents(row)
-        at = int(np.searchsorted(documents, source))
-        return at < len(documents) and int(documents[at]) == source
+        return _has(levels[n].documents(row), source)
 
     for level in part.analysis.levels:
         rows = np.unique(level.rows[level.df == smallest])
@@ -145,10 +148,13 @@ def _source_in_smallest_part(index: CorpusIndex, part: ReadingDetection, smalles
     combinations = part.combinations
     if combinations is None:
         return False
-    members = [c for c in combinations.candidates if holds(c.n, c.row)]
-    if len(members) < 2:
+    # Each candidate's posting list as the search used it (a bridge's comes with it, not from the levels).
+    lists = combinations.postings
+    chosen = [i for i, documents in enumerate(lists) if _has(documents, source)]
+    if len(chosen) < 2:
         return False
-    postings = [levels[c.n].documents(c.row) for c in members]
+    postings = [lists[i] for i in chosen]
+    members = [combinations.candidates[i] for i in chosen]
     universe = np.unique(np.concatenate(postings))
     matrix = np.zeros((len(members), len(universe)), dtype=np.float32)
     for row, posting in enumerate(postings):
@@ -170,7 +176,7 @@ def our_verdicts(
     """Our attack's verdict on one text at each (k, arity), under ``readings``."""
     verdicts = {}
     for k, arity in cells:
-        detection = detect(index, text, k, arity, max_combinations=0, readings=readings)
+        detection = detect(index, text, k, arity, max_combinations=0, readings=readings, carried=(source,))  # the source is known here
         anonymity = detection.anonymity
         verdicts[(k, arity)] = {
             "linkable": not detection.protected,
@@ -317,7 +323,8 @@ def evaluate(
         engine_absent = engine_unavailable() or ""
         if not engine_absent:
             engine = SearchEngineAdversary(
-                (text for _, text in collection), index.rules, index.max_n, settings.readings, settings.proximity_slop, max_gap_of(settings, index)
+                (text for _, text in collection), index.rules, index.max_n, token_readings(settings.readings), settings.proximity_slop,
+                max_gap_of(settings, index),
             )
     per_document: list[dict[str, Any]] = []
     versions = [("before", "deidentified")] + ([("after", "protected")] if joined.has_protected else [])
@@ -536,7 +543,7 @@ def _summarize(
         "engine": {
             "name": "tantivy" if with_engine else None,
             "available": with_engine,
-            "readings": list(settings.readings) if with_engine else [],
+            "readings": list(token_readings(settings.readings)) if with_engine else [],
             "proximity": _proximity_note(settings.proximity_slop if with_engine else None, max_gap_of(settings, index), index.max_n),
             "disagreements": disagreements,
             "decision_disagreements": sum(d["kind"] == "decision" for d in disagreements),

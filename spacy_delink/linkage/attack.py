@@ -341,6 +341,7 @@ def assess_text(
     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
     readings: Sequence[str] = DEFAULT_READINGS,
     source: int | None = None,
+    carried: Sequence[int] = (),
 ) -> dict[str, Any]:
     """One output record (the schema of ``delink assess``) for one document.
 
@@ -350,7 +351,8 @@ def assess_text(
     ``max_combinations`` caps the list of all readings' combinations.
     """
     detection = detect(
-        index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings, source=source
+        index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings, source=source,
+        carried=carried,
     )
     record = {
         "id": doc_id,
