@@ -59,10 +59,11 @@ def test_index_and_assess(tmp_path: Path, index: Path) -> None:
     assert result.exit_code == 0, result.output
     first, empty = srsly.read_jsonl(out)
     assert first == {
-        "id": 7, "k": 2, "arity": 3, "readings": ["exact", "search"], "linkage_risk": 1.0, "anonymity": 1,  # the threat model's, by default
+        "id": 7, "k": 2, "arity": 3, "readings": ["exact", "search", "gap"], "linkage_risk": 1.0, "anonymity": 1,  # the threat model's, by default
         "ngrams": [{"start": 24, "end": 28, "text": "Mura", "support": 1, "readings": ["exact", "search"]}],
         "combinations": [], "combination_linkable": False,
         "combination_count": 0, "combination_groups": 0, "combinations_capped": False, "unread_scripts": [],
+        "gap": {"max_gap": 16, "source": "unknown"},  # no mask: no bridge, nothing to find a source by
     }
     assert empty["anonymity"] is None and empty["ngrams"] == [] and empty["linkage_risk"] == 0.0
     assert "Mura" in (tmp_path / "r.html").read_text()

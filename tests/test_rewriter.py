@@ -64,10 +64,17 @@ def server() -> Any:
         yield fake
 
 
+#: The loop's mechanics (LLM passes, fallbacks, edits) are pinned on texts worked out under the
+#: exact and search readings; the gap reading's protection is tested in test_gap_done_when,
+#: test_masking and the property tests against tests/spec_oracle.py.
+MECHANICS_READINGS = ["exact", "search"]
+
+
 def llm_config(index_path: Path, server: FakeOpenAI, behaviour: str, **model: Any) -> dict[str, Any]:
     return {
         "index": str(index_path),
         "k": K,
+        "readings": MECHANICS_READINGS,
         "max_passes": 2,
         "cache_dir": None,
         "model": {
@@ -130,7 +137,7 @@ def test_stab_is_a_minimum_hitting_set(raw: list[tuple[int, int]], rarity: list[
 
 def test_mask_model_is_the_default_and_masks_few_tokens(index_path: Path) -> None:
     nlp = spacy.blank("en")
-    nlp.add_pipe("delink_rewriter", config={"index": str(index_path), "k": K})
+    nlp.add_pipe("delink_rewriter", config={"index": str(index_path), "k": K, "readings": MECHANICS_READINGS})
     doc = nlp(TEXT)
     # Minimal linkable at k=3: near (df 2), river (df 2), Mura (df 1): three disjoint spans;
     # river and Mura are one hidden stretch, written as one mask (docs/flagging.md).
@@ -147,7 +154,7 @@ def test_token_granularity_masks_one_token_per_span_and_span_masks_all(index_pat
     results = {}
     for granularity in ("token", "span"):
         rewriter = spacy.blank("en").add_pipe(
-            "delink_rewriter", config={"index": str(index_path), "k": 2, "granularity": granularity}
+            "delink_rewriter", config={"index": str(index_path), "k": 2, "granularity": granularity, "readings": MECHANICS_READINGS}
         )
         results[granularity] = rewriter.rewrite_texts([text])[0]
     assert spec_oracle.assess(CORPUS, text, 2, 8)["ngrams"] == [(0, 8, 1), (4, 12, 1)]
@@ -601,7 +608,7 @@ def test_protect_command_resumes_and_repairs(index_path: Path, tmp_path: Path) -
     }
     under = first["protected_under"]
     assert (under["index"], under["documents"], under["k"], under["arity"], under["readings"]) == (
-        open_index(index_path).manifest["key_id"], len(CORPUS), K, 1, ["exact", "search"]
+        open_index(index_path).manifest["key_id"], len(CORPUS), K, 1, ["exact", "search", "gap"]
     )
     assert len(under["rules"]) == 16 and int(under["rules"], 16) >= 0  # a digest of the index's linkage rules
     assert first["protected"] and first["linkage_risk_before"] == 1.0 and first["linkage_risk_after"] == 0.0
