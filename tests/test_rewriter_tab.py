@@ -124,7 +124,10 @@ def test_a_10_mb_document_goes_through(tab: dict[str, object], monkeypatch: pyte
     assert refused.exit_code == 1 and "big.jsonl:2: the text has 10,000,000 characters" in str(refused.exception)
     assert not (tmp / "refused.jsonl").exists()
     monkeypatch.setenv("DELINK_MAX_DOCUMENT_CHARS", "10000000")
-    records = protect(tmp, "big.jsonl", 1)
+    # Under the exact and search readings: a 10 MB text of masks is beyond what the gap reading's
+    # bridges can be looked up in here (docs/benchmarks.md, "The gap reading").
+    records = protect(tmp, "big.jsonl", 1, "--readings", "exact,search")
     assert [r["id"] for r in records] == [inputs[0]["id"], "big", inputs[1]["id"]]
     assert all(r["protected"] for r in records)
-    assert not any(part.analysis.minimal() for part in detect(open_index(tmp / "index"), str(records[1]["text"]), K).parts)
+    detection = detect(open_index(tmp / "index"), str(records[1]["text"]), K, readings=("exact", "search"))
+    assert not any(len(part.analysis.minimal_arrays()["start"]) for part in detection.parts)
