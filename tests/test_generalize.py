@@ -169,7 +169,10 @@ def test_default_protect_writes_the_decade_on_the_sample(delink: Callable[..., A
     assert delink("protect", str(index), str(SAMPLES / "deidentified.jsonl"), "--k", "2", "--arity", "3", "--output", str(out)).returncode == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     first = rows[0]
-    assert first["protected"] and "was registered in the 1990s;" in first["text"] and "In the 1990s the applicant" in first["text"]
+    # Expectation updated for the gap reading (SPEC §9): the "In" of "In the 1990s the applicant" forms
+    # the sloppy phrase "an * In" across the mask over "old watermill", singling the source
+    # out with other phrases, so it joins that mask; every one of the text's three years is still a decade.
+    assert first["protected"] and "was registered in the 1990s;" in first["text"] and first["text"].count("the 1990s") == 3
     assert {e["by"] for e in first["edits"]} == {"generalize", "mask"}
     generalized = [e for row in rows for e in row["edits"] if e["by"] == "generalize"]
     assert generalized and all(e["replacement"].lower().startswith("in the ") and e["replacement"].endswith("0s") for e in generalized)

@@ -64,7 +64,11 @@ def test_a_record_claiming_a_higher_arity_is_checked_at_that_arity(
     from spacy_delink.linkage.index import CorpusIndex
 
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    write_input(source, 4)
+    # Expectation updated for the gap reading (SPEC §9): arity 1 now masks write_input's texts so
+    # far that they are protected at arity 3 too. Even records AND two frequent phrases, linkable at
+    # arity 2 only ("applicant's farm" and "near the river" meet in one document); odd ones do not.
+    combined, plain = "the applicant's farm. It was near the river.", "the river."
+    srsly.write_jsonl(source, [{"id": f"doc{i}", "text": f"Person{i} saw {plain if i % 2 else combined}"} for i in range(4)])
     protect(delink, index_path, source, out, "--arity", "1")
     protect(delink, index_path, source, tmp_path / "arity3.jsonl", "--arity", "3")
     settings = next(iter(srsly.read_jsonl(tmp_path / "arity3.jsonl")))["protected_under"]
