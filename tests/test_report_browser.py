@@ -441,8 +441,14 @@ def test_without_matplotlib_the_assess_report_says_so_in_words(
 
 
 @pytest.mark.slow
-def test_tab_documents_stay_under_100_kb_each(tmp_path: Path) -> None:
-    """The longest TAB documents, before and after (every linkable phrase masked), each under 100 KB."""
+def test_tab_documents_stay_under_120_kb_each(tmp_path: Path) -> None:
+    """The longest TAB documents, before and after (every linkable phrase masked), each under 120 KB.
+
+    The bound was 100 KB under the exact and search readings alone (measured: 97,503, 92,836 and 88,758
+    bytes). The gap reading (SPEC §9) adds what a reader needs to see: its linkable bridges before
+    (54 of 1,046 phrases of 001-79392), and in the masked version the bridges that the new masks
+    leave linkable (92 phrases where the old rules found none), with their marks. Measured with
+    it: 115,559, 107,764 and 103,355 bytes; the marked-up text of each view stays capped (DOC_BUDGET)."""
     from spacy_delink.evaluate.metrics import compare_texts
     from spacy_delink.evaluate.report import ReportDocument, write_pages
     from spacy_delink.evaluate.tab import load_tab, redact_spans
@@ -461,4 +467,4 @@ def test_tab_documents_stay_under_100_kb_each(tmp_path: Path) -> None:
         document = ReportDocument(doc_id, text, before, masked, after, changes, [("anonymity", "1")])
         page = write_pages(tmp_path / f"{doc_id}.html", "assess.html", "t", settings, EMPTY_SUMMARY, [document])[0]
         sizes.append(page.stat().st_size - empty)
-    assert max(sizes) <= 100_000, sizes
+    assert max(sizes) <= 120_000, sizes

@@ -178,8 +178,13 @@ def ranked_index(tmp_path: Path, delink: Callable[..., Any]) -> Path:
 
 
 def test_protect_retrieval_writes_ranked_records_and_resumes(ranked_index: Path, tmp_path: Path, delink: Callable[..., Any]) -> None:
+    # Under the gap reading (SPEC §9) the phrase rules alone took the former text, "The applicant farmed beets near the
+    # river [LOC] and sold them at the market in [LOC].", to "The [REDACTED] the [REDACTED] the [REDACTED].", where d0
+    # already ranks last: the ranked-retrieval step had nothing left to do. This one keeps "The applicant [REDACTED]
+    # and [REDACTED]." under the phrase rules, which still ranks d0 2nd, so the step must mask.
+    text = "The applicant farmed beets near [LOC] and sold them."
     released = tmp_path / "released.jsonl"
-    srsly.write_jsonl(released, [{"id": "d0", "text": "The applicant farmed beets near the river [LOC] and sold them at the market in [LOC]."}])
+    srsly.write_jsonl(released, [{"id": "d0", "text": text}])
     output = tmp_path / "out.jsonl"
     result = delink("protect", ranked_index, released, "-o", output, "--retrieval", 3)
     assert result.returncode == 0, result.stderr
@@ -191,7 +196,7 @@ def test_protect_retrieval_writes_ranked_records_and_resumes(ranked_index: Path,
     guard = RetrievalGuard(open_retrieval_index(index), lambda text: search_tokens(index, text), 3)
     assert guard.rank_of(record["text"], index.document_number("d0")) == record["retrieval_rank"]
     # A resumed run re-checks the rank: a record edited back to the released text is redone.
-    record["text"] = "The applicant farmed beets near the river [LOC] and sold them at the market in [LOC]."
+    record["text"] = text
     output.write_text(json.dumps(record) + "\n")
     again = delink("protect", ranked_index, released, "-o", output, "--retrieval", 3)
     assert again.returncode == 0, again.stderr

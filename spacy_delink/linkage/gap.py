@@ -21,6 +21,7 @@ the next, wider bridge, which the rewriter's next pass looks up.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -432,10 +433,16 @@ def enumerate_bridges(segments: np.ndarray, max_n: int) -> list[tuple[int, int, 
     return found
 
 
-def runs_of(first: int, last: int, segments: np.ndarray, numbers: np.ndarray) -> list[np.ndarray]:
+def run_edges(first: int, last: int, starts: list[int]) -> list[int]:
+    """Where the runs of the bridge [first, last] begin, and its end: the segment starts inside it,
+    found by bisection of ``starts`` (the segments' first tokens, ascending), so a text with
+    thousands of masks does not read all its segments for each of its bridges."""
+    return [first, *starts[bisect_right(starts, first) : bisect_right(starts, last)], last + 1]
+
+
+def runs_of(first: int, last: int, starts: list[int], numbers: np.ndarray) -> list[np.ndarray]:
     """The runs of the bridge [first, last]: its tokens cut at the segment bounds inside it."""
-    cuts = segments[:, 0][(segments[:, 0] > first) & (segments[:, 0] <= last)].tolist()
-    edges = [first, *cuts, last + 1]
+    edges = run_edges(first, last, starts)
     return [numbers[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
@@ -493,19 +500,37 @@ def analyze_gap(
     }
     skipped = _holding_a_single(search, bridges["first"], bridges["last"])
     holders = RunHolders(index, search, lookup)
-    runs_of_bridge: list[list[np.ndarray]] = []
-    for i, (first, last, stretches) in enumerate(spans):
-        runs = runs_of(first, last, segments, numbers)
-        runs_of_bridge.append(runs)
-        bridges["key"][i] = b"|".join(run.astype(np.int64).tobytes() for run in runs)
-        if not skipped[i]:
-            _decide(lookup, bridges, i, runs, sources, unknown, k, max_gap, holders.of(first, last, segments))
+    # A bridge's findings depend on its runs' words alone (its place only says where it is): a text
+    # with many masks repeats bridges, each decided once (the first bridge with those runs).
+    decided: dict[tuple[bytes, ...], int] = {}
+    words_of_bridge: list[tuple[bytes, ...]] = []
+    starts = segments[:, 0].tolist()
+    word_bytes = numbers.astype(np.int64).tobytes()  # a bridge's runs as bytes: slicing them costs less than arrays
+    for i, (first, last, _) in enumerate(spans):
+        edges = run_edges(first, last, starts)
+        words = tuple(word_bytes[8 * a : 8 * b] for a, b in zip(edges[:-1], edges[1:]))
+        words_of_bridge.append(words)
+        bridges["key"][i] = b"|".join(words)
+        if skipped[i]:
+            continue
+        same = decided.setdefault(words, i)
+        if same == i:
+            _decide(lookup, bridges, i, runs_of(first, last, starts, numbers), sources, unknown, k, max_gap, holders.of(first, last, starts))
+        else:
+            for name in _DECIDED:
+                bridges[name][i] = bridges[name][same]
     versions: list[tuple[int, np.ndarray]] = []
     eligible = np.flatnonzero((bridges["stretches"] == 1) & bridges["frequent"])
     if arity >= 2 and len(eligible):
+        sets: dict[tuple[bytes, ...], list[np.ndarray]] = {}
         for bridge in eligible.tolist():
-            documents, gaps, _ = lookup.match(runs_of_bridge[bridge], max_gap, max_gap, candidates=holders.of(*spans[bridge][:2], segments))
-            versions.extend((bridge, within) for within in _document_sets(documents, gaps, sources, found, k))
+            words = words_of_bridge[bridge]
+            if words not in sets:
+                first, last = spans[bridge][:2]
+                runs = runs_of(first, last, starts, numbers)
+                documents, gaps, _ = lookup.match(runs, max_gap, max_gap, candidates=holders.of(first, last, starts))
+                sets[words] = _document_sets(documents, gaps, sources, found, k)
+            versions.extend((bridge, within) for within in sets[words])
         versions = _widest_of_each_set(versions, bridges["first"], bridges["last"])
     return GapAnalysis(search.text, search, k, max_gap, rule, sources, bridges, versions)
 
@@ -541,10 +566,10 @@ class RunHolders:
         self._lists[(start, size)] = documents
         return documents
 
-    def of(self, first: int, last: int, segments: np.ndarray) -> np.ndarray | None:
-        """The documents holding every run of the bridge [first, last] (None: not known, read all)."""
-        cuts = segments[:, 0][(segments[:, 0] > first) & (segments[:, 0] <= last)].tolist()
-        edges = [first, *cuts, last + 1]
+    def of(self, first: int, last: int, starts: list[int]) -> np.ndarray | None:
+        """The documents holding every run of the bridge [first, last] (None: not known, read all);
+        ``starts``: the segments' first tokens."""
+        edges = run_edges(first, last, starts)
         held: np.ndarray | None = None
         for a, b in zip(edges[:-1], edges[1:]):
             documents = self.run(a, b - a)
@@ -579,6 +604,10 @@ def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarr
     if not single.any() or not len(first):
         return np.zeros(len(first), dtype=bool)
     return ~_not_containing(first, last, minimal["token"][single], minimal["token"][single] + minimal["n"][single] - 1)
+
+
+#: What ``_decide`` writes of a bridge.
+_DECIDED = ("linkable", "frequent", "support", "slop", "rule")
 
 
 def _decide(
