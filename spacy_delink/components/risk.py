@@ -54,7 +54,7 @@ class LinkageRiskAnnotator(IndexedComponent):
                 continue
             twins = analyses[0] if analyses and isinstance(analyses[0], LinkageAnalysis) and analyses[0].reading == "exact" else None
             analyses.append(analyze(index, text, self.k, exact_frequent=False, reading=reading, twins=twins))
-        exact = analyses[0] if analyses[0].reading == "exact" else None
+        exact = analyses[0] if isinstance(analyses[0], LinkageAnalysis) and analyses[0].reading == "exact" else None
         alternate = alternate_analysis(index, text, self.k, self.readings, exact_frequent=False, twins=exact)
         analyses += [alternate] if alternate is not None else []  # SPEC §8: linkable under either folding table
         found = minimal_across(analyses)

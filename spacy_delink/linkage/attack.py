@@ -324,7 +324,8 @@ def _alternate_part(
 ) -> list[ReadingDetection]:
     """SPEC §8's "linkable under either folding table": one more search-reading part, read with
     the other table, for a text holding a character the tables disagree on (``ngrams.alternate_analysis``)."""
-    twins = parts[0].analysis if parts and parts[0].reading == "exact" else None
+    first = parts[0].analysis if parts else None
+    twins = first if isinstance(first, LinkageAnalysis) and first.reading == "exact" else None
     analysis = alternate_analysis(index, text, k, [part.reading for part in parts], exact_frequent, twins)
     if analysis is None:
         return []

@@ -243,7 +243,7 @@ def _ordered_head(members: np.ndarray, support: np.ndarray, limit: int) -> list[
     return [Combination(tuple(m), s) for m, s in zip(members[chosen].tolist(), support[chosen].tolist())]
 
 
-def candidate_columns(analysis: LinkageAnalysis) -> dict[str, np.ndarray]:
+def candidate_columns(analysis: LinkageAnalysis | GapAnalysis) -> dict[str, np.ndarray]:
     """SPEC §5's candidates: maximal frequent occurrences, one per key (its first in the
     text), as arrays named as ``Occurrence``'s fields, in text order."""
     columns = analysis.maximal_columns()
@@ -736,7 +736,7 @@ def _flags(members: np.ndarray, rank: np.ndarray, flagged: np.ndarray) -> None:
 
 def analyze_combinations(
     index: CorpusIndex,
-    analysis: LinkageAnalysis,
+    analysis: LinkageAnalysis | GapAnalysis,
     arity: int,
     max_combinations: int | None = None,
     previous: CombinationAnalysis | None = None,
@@ -761,7 +761,7 @@ def analyze_combinations(
     # The gap reading's candidates are bridges (their documents come with them) beside the search
     # reading's n-grams; only combinations holding a bridge are its own (the rest are the search reading's).
     bridged = (columns["row"] & BRIDGE_ROW) != 0 if isinstance(analysis, GapAnalysis) else None
-    given = analysis.given_documents(keys[bridged]) if bridged is not None and bridged.any() else None
+    given = analysis.given_documents(keys[bridged]) if isinstance(analysis, GapAnalysis) and bridged is not None and bridged.any() else None
     if bridged is not None:
         known[bridged] = -1  # a bridge's key is numbered per text: never lent from another analysis
     documents, df = _candidate_postings(index.levels_of(analysis.reading), columns, known, previous, bridged, given)

@@ -55,6 +55,7 @@ import numpy as np
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
 from .combinations import CombinationAnalysis
+from .gap import GapAnalysis
 from .ngrams import LinkageAnalysis, occurrence_keys
 from .stabbing import stab  # the rewriter's own mask choice: a cover's cost is what it masks
 from .strategies import DEFAULT_STRATEGY, STRATEGIES, check_strategy  # noqa: F401  (re-exported: callers import them from here)
@@ -66,7 +67,7 @@ class _ReadingPart(Protocol):
     """What a cover reads of one reading's detection (``attack.ReadingDetection``)."""
 
     @property
-    def analysis(self) -> LinkageAnalysis: ...
+    def analysis(self) -> LinkageAnalysis | GapAnalysis: ...
 
     @property
     def combinations(self) -> CombinationAnalysis | None: ...

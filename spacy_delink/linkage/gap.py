@@ -31,7 +31,8 @@ import numpy as np
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from .index import CorpusIndex
 from .index.gapstore import GapStore
-from .ngrams import LinkageAnalysis, occurrence_keys
+from .ngrams import LevelLookup, LinkageAnalysis, occurrence_keys
+from .tokenize import Tokens
 
 #: Rows of bridge candidates carry this bit, so their keys (``ngrams.occurrence_keys``) never
 #: meet an n-gram's (a level's rows stay far below it).
@@ -316,11 +317,11 @@ class GapAnalysis:
     _maximal: dict[str, np.ndarray] | None = None
 
     @property
-    def tokens(self):  # type: ignore[no-untyped-def]
+    def tokens(self) -> Tokens:
         return self.search.tokens
 
     @property
-    def levels(self):  # type: ignore[no-untyped-def]
+    def levels(self) -> list[LevelLookup]:
         return self.search.levels
 
     def _columns(self, chosen: np.ndarray, support: np.ndarray, row: np.ndarray) -> dict[str, np.ndarray]:
@@ -386,7 +387,7 @@ class GapAnalysis:
         version_keys = self._version_keys()
         for (bridge, documents), key in zip(self.versions, version_keys.tolist()):
             first, last = int(self.bridges["first"][bridge]), int(self.bridges["last"][bridge])
-            by_key[int(occurrence_keys(np.int64(last - first + 1), np.int64(BRIDGE_ROW | key)))] = documents
+            by_key[int(occurrence_keys(np.array(last - first + 1), np.array(BRIDGE_ROW | key)))] = documents
         chosen = [by_key[int(key)] for key in keys.tolist()]
         df = np.array([len(d) for d in chosen], dtype=np.int64)
         return (np.concatenate(chosen).astype(np.int64) if chosen else np.zeros(0, dtype=np.int64)), df
