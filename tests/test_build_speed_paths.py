@@ -3,7 +3,7 @@
 A JSONL line is read by orjson where that gives the standard library's result, and a
 ``.gz`` corpus is decompressed by ISA-L (``io.py``); a level's pairs are cut into shards,
 and the shards' flags put back, in one compiled pass each; a bucket's pairs are radix
-sorted (``kernels.py``); an ASCII token's keyed digest is computed by a compiled BLAKE2b
+sorted (``grouping.py``); an ASCII token's keyed digest is computed by a compiled BLAKE2b
 (``hashing.py``). Each is checked here against the plain reading — the standard parser on
 every line, numpy masks per shard, numpy's sort, ``hashlib`` — records, skipped lines and
 errors included. The build's warm-up task (``shards.warm_kernels``) loads the kernels the
@@ -28,7 +28,7 @@ import pytest
 from spacy_delink import io as delink_io
 from spacy_delink.corpus import CorpusStats, read_documents
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import builder, kernels, shards
+from spacy_delink.linkage.index import blake2b, builder, grouping, shards
 from spacy_delink.linkage.index.builder import IndexBuilder
 from spacy_delink.linkage.index.hashing import TokenHasher
 from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
@@ -168,7 +168,7 @@ def test_split_shards_is_the_stable_split_by_top_bits(shard_bits: int) -> None:
     keys = rng.integers(0, 2**64 - 1, 20_000, dtype=np.uint64, endpoint=True)
     keys[:50] = keys[50:100]  # repeated keys keep their input order
     docs = np.sort(rng.integers(0, 1000, len(keys))).astype(np.uint32)
-    out_keys, out_docs, bounds = kernels.split_shards(keys, docs, shard_bits)
+    out_keys, out_docs, bounds = grouping.split_shards(keys, docs, shard_bits)
     owner = (keys >> np.uint64(64 - shard_bits)).astype(np.int64)
     flags = rng.integers(0, 2, len(keys)).astype(np.uint8)
     per_shard = []
@@ -180,7 +180,7 @@ def test_split_shards_is_the_stable_split_by_top_bits(shard_bits: int) -> None:
     expected = np.zeros(len(keys), dtype=bool)
     for shard in range(1 << shard_bits):
         expected[owner == shard] = per_shard[shard].view(bool)
-    assert np.array_equal(kernels.gather_shard_flags(keys, shard_bits, np.concatenate(per_shard), bounds), expected)
+    assert np.array_equal(grouping.gather_shard_flags(keys, shard_bits, np.concatenate(per_shard), bounds), expected)
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, 7, 1000, 40_000])
@@ -193,9 +193,9 @@ def test_radix_sorted_bucket_is_numpys_sort(count: int, shared_top_bits: int) ->
     if count > 4:
         keys[rng.integers(0, count, count // 3)] = keys[rng.integers(0, count, count // 3)]  # repeats
         keys[1] = keys[0] ^ np.uint64(0xFF)  # equal in the sorted bits, different below them
-    expected = (keys & ~kernels._INDEX_MASK) | np.arange(count, dtype=np.uint64)
+    expected = (keys & ~grouping._INDEX_MASK) | np.arange(count, dtype=np.uint64)
     expected.sort()
-    assert np.array_equal(kernels._sorted_packed(keys), expected)
+    assert np.array_equal(grouping._sorted_packed(keys), expected)
 
 
 def _tokens_text(rng: random.Random, count: int) -> str:
@@ -238,9 +238,9 @@ def test_ascii_digests_are_keyed_blake2b(key_length: int) -> None:
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
     starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
     ends = starts + np.array([len(w) for w in words])
-    state = kernels.blake2b_keyed_state(np.frombuffer(key, dtype=np.uint8))
+    state = blake2b.blake2b_keyed_state(np.frombuffer(key, dtype=np.uint8))
     for fold in (True, False):
-        digests, plain = kernels.ascii_digests(codes, starts, ends, fold, state)
+        digests, plain = blake2b.ascii_digests(codes, starts, ends, fold, state)
         assert plain.tolist() == [w.isascii() for w in words]
         for word, digest, is_plain in zip(words, digests.tolist(), plain.tolist()):
             if is_plain:
@@ -251,13 +251,13 @@ def test_ascii_digests_are_keyed_blake2b(key_length: int) -> None:
 _LOADED = """
 import json, sys
 from spacy_delink.linkage import tokenize
-from spacy_delink.linkage.index import builder, kernels, shards
+from spacy_delink.linkage.index import blake2b, builder, grouping, ngram_keys, shards, vocabulary
 from spacy_delink.linkage.index.builder import IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
 
 def loaded():
     return {f"{module.__name__}.{name}": sorted(map(str, value.signatures))
-            for module in (tokenize, kernels) for name, value in vars(module).items() if hasattr(value, "signatures")}
+            for module in (tokenize, vocabulary, blake2b, ngram_keys, grouping) for name, value in vars(module).items() if hasattr(value, "signatures")}
 
 rules = LinkageRules()
 shards.warm_kernels(rules)
@@ -274,7 +274,7 @@ def test_warm_up_loads_the_kernels_the_build_calls(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", _LOADED, str(tmp_path / "index")], capture_output=True, text=True, check=True)
     warm, after = json.loads(done.stdout)
     assert after == warm
-    for kernel in ("tokenize._scan_codes", "index.kernels._assign", "index.kernels.ascii_digests", "index.kernels.extend_positions", "index.kernels._group_buckets"):
+    for kernel in ("tokenize._scan_codes", "index.vocabulary._assign", "index.blake2b.ascii_digests", "index.ngram_keys.extend_positions", "index.grouping._group_buckets"):
         assert warm[f"spacy_delink.linkage.{kernel}"], kernel
 
 
@@ -322,7 +322,7 @@ def test_group_of_parts_is_the_brute_force_grouping(threads: int, cuts: list[int
     keys = distinct[rng.zipf(1.2, count) % len(distinct)] | np.uint64(0xF << 60)  # shared top bits
     docs = np.sort(rng.integers(0, 3_000, count)).astype(np.uint32)
     bounds = [0, *cuts, count]
-    unique, df, postings, pair_df = kernels.group(
+    unique, df, postings, pair_df = grouping.group(
         [keys[a:b] for a, b in zip(bounds, bounds[1:])], [docs[a:b] for a, b in zip(bounds, bounds[1:])], key_bits=60, threads=threads
     )
     pairs = sorted(set(zip(keys.tolist(), docs.tolist())))

@@ -15,7 +15,7 @@ import pytest
 
 import spec_oracle
 from spacy_delink.errors import IndexFormatError
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, codec
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, eliasfano, lookup, packing
 from spacy_delink.linkage.index.format import BASE_FORMAT_VERSION, POSTING_CLASSES, frequent_words
 from spacy_delink.linkage.index.update import compact_index, update_index
 from spacy_delink.linkage.ngrams import analyze
@@ -28,19 +28,19 @@ RULES = LinkageRules(max_n=3)
 def test_flag_rank_counts_the_set_flags_before_each_row(rows: int) -> None:
     rng = np.random.default_rng(rows)
     flags = rng.random(rows) < 0.3
-    words = codec.flag_words(flags)
-    assert len(words) == codec.flag_words_length(rows)
+    words = packing.flag_words(flags)
+    assert len(words) == packing.flag_words_length(rows)
     before = np.cumsum(flags) - flags
-    assert [codec.flag_rank(words, rows, row) for row in range(rows)] == before.tolist()
+    assert [packing.flag_rank(words, rows, row) for row in range(rows)] == before.tolist()
 
 
-def _level(df: np.ndarray, documents: int, rng: np.random.Generator) -> tuple[codec.ShardedLevel, list[np.ndarray], np.ndarray]:
+def _level(df: np.ndarray, documents: int, rng: np.random.Generator) -> tuple[lookup.ShardedLevel, list[np.ndarray], np.ndarray]:
     lists = [np.sort(rng.choice(documents, size=int(d), replace=False)).astype(np.uint32) for d in df]
     keys = np.unique(rng.integers(0, 2**63, size=len(df) * 2 + 1, dtype=np.uint64))[: len(df)]
     flat = np.concatenate(lists) if lists else np.zeros(0, dtype=np.uint32)
-    parts = [codec.open_part(*part) for part in codec.encode_posting_classes(df, flat, documents, POSTING_CLASSES)]
-    level = codec.ShardedLevel(
-        [codec.EliasFano(*codec.encode(keys, 1 << 64, codec.KEY_SAMPLE_SHIFT))], [codec.PostingClasses.from_parts(parts)],
+    parts = [lookup.open_part(*part) for part in lookup.encode_posting_classes(df, flat, documents, POSTING_CLASSES)]
+    level = lookup.ShardedLevel(
+        [eliasfano.EliasFano(*eliasfano.encode(keys, 1 << 64, eliasfano.KEY_SAMPLE_SHIFT))], [lookup.PostingClasses.from_parts(parts)],
         [frequent_words(df)], 0, documents, POSTING_CLASSES,
     )
     return level, lists, keys
@@ -79,10 +79,10 @@ def test_df1_documents_use_the_fewest_bits() -> None:
     """A df-1 row's document costs ceil(log2 D) bits, and such rows leave the shared sequence."""
     df = np.array([1, 2, 1, 1, 17, 1])
     postings = np.array([4, 1, 2, 0, 5, *range(17), 3], dtype=np.uint32)
-    parts = codec.encode_posting_classes(df, postings, 30729, POSTING_CLASSES)
+    parts = lookup.encode_posting_classes(df, postings, 30729, POSTING_CLASSES)
     singles, values = parts[-1], parts[0]
-    assert singles[0] == codec.Packed(4, 15)
-    assert codec.unpack(singles[1], 0, 4, 15).tolist() == [4, 0, 5, 3]
+    assert singles[0] == packing.Packed(4, 15)
+    assert packing.unpack(singles[1], 0, 4, 15).tolist() == [4, 0, 5, 3]
     assert values[0].count == 2  # the df-2 row alone
 
 

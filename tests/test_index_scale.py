@@ -10,7 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spacy_delink.linkage import bits
-from spacy_delink.linkage.index import codec, kernels
+from spacy_delink.linkage.index import eliasfano, grouping, ngram_keys
+from spacy_delink.linkage.index.vocabulary import Vocabulary
 
 
 # --- codec -----------------------------------------------------------------------------
@@ -34,15 +35,15 @@ def sequences(draw: st.DrawFn) -> tuple[np.ndarray, int]:
 @given(
     sequences(),
     st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=50),
-    st.sampled_from([codec.SAMPLE_SHIFT, codec.KEY_SAMPLE_SHIFT, 1]),
+    st.sampled_from([eliasfano.SAMPLE_SHIFT, eliasfano.KEY_SAMPLE_SHIFT, 1]),
 )
 def test_elias_fano_round_trip_find_and_rows(sequence: tuple[np.ndarray, int], probes: list[int], sample_shift: int) -> None:
     values, universe = sequence
-    layout, words = codec.encode(values, universe, sample_shift)
-    coded = codec.EliasFano(layout, words)
+    layout, words = eliasfano.encode(values, universe, sample_shift)
+    coded = eliasfano.EliasFano(layout, words)
     assert coded.decode_all().tolist() == values.tolist()
     distinct = np.unique(values)
-    distinct_coded = codec.EliasFano(*codec.encode(distinct, universe, sample_shift))
+    distinct_coded = eliasfano.EliasFano(*eliasfano.encode(distinct, universe, sample_shift))
     needles = np.array([*distinct.tolist(), *probes], dtype=np.uint64)
     expected = [int(np.searchsorted(distinct, np.uint64(x))) if x in set(distinct.tolist()) else -1 for x in needles.tolist()]  # uint64: a Python int above 2**53 would compare as a float
     assert distinct_coded.find(needles).tolist() == expected
@@ -63,24 +64,24 @@ def test_elias_fano_round_trip_find_and_rows(sequence: tuple[np.ndarray, int], p
 
 def test_elias_fano_refuses_unsorted_or_out_of_range() -> None:
     with pytest.raises(ValueError, match="sorted"):
-        codec.encode(np.array([3, 1], dtype=np.uint64), 10)
+        eliasfano.encode(np.array([3, 1], dtype=np.uint64), 10)
     with pytest.raises(ValueError, match="sorted"):
-        codec.encode(np.array([10], dtype=np.uint64), 10)
-    layout, words = codec.encode(np.array([1, 2], dtype=np.uint64), 10)
+        eliasfano.encode(np.array([10], dtype=np.uint64), 10)
+    layout, words = eliasfano.encode(np.array([1, 2], dtype=np.uint64), 10)
     with pytest.raises(ValueError, match="words"):
-        codec.EliasFano(layout, words[:-1])
+        eliasfano.EliasFano(layout, words[:-1])
 
 
-@pytest.mark.parametrize("sample_shift", [codec.SAMPLE_SHIFT, codec.KEY_SAMPLE_SHIFT])
+@pytest.mark.parametrize("sample_shift", [eliasfano.SAMPLE_SHIFT, eliasfano.KEY_SAMPLE_SHIFT])
 def test_layout_is_the_smallest_of_the_two_low_widths(sample_shift: int) -> None:
     rng = np.random.default_rng(3)
     widened = 0
     for count, universe in [(0, 5), (1, 1), (7, 2**64), (141_213, 2**62), (278_763, 141_213 * 30_729)] + [
         (int(c), int(u)) for c, u in zip(rng.integers(1, 10**6, 40), rng.integers(1, 2**62, 40))
     ]:
-        chosen = codec.Layout.for_values(count, universe, sample_shift)
+        chosen = eliasfano.Layout.for_values(count, universe, sample_shift)
         usual = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
-        options = [codec.Layout(count, b, ((universe - 1) >> b) + 1, sample_shift) for b in range(max(0, usual - 3), min(63, usual + 4) + 1)]
+        options = [eliasfano.Layout(count, b, ((universe - 1) >> b) + 1, sample_shift) for b in range(max(0, usual - 3), min(63, usual + 4) + 1)]
         assert chosen.words == min(option.words for option in options), (count, universe)
         assert chosen.low_bits in (usual, usual + 1)
         widened += chosen.low_bits == usual + 1
@@ -89,7 +90,7 @@ def test_layout_is_the_smallest_of_the_two_low_widths(sample_shift: int) -> None
 
 def test_elias_fano_is_near_the_entropy_bound() -> None:
     values = np.unique(np.random.default_rng(0).integers(0, 2**63, 100_000, dtype=np.uint64))
-    layout, words = codec.encode(values, 2**64)
+    layout, words = eliasfano.encode(values, 2**64)
     bits_per_value = 64 * len(words) / len(values)
     bound = np.log2(2**64 / len(values))
     assert bound < bits_per_value < bound + 3.0
@@ -130,7 +131,7 @@ def test_group_counts_distinct_documents_per_key(pairs: list[tuple[int, int]], s
     # Keys that share their top 40 bits exercise the packed-sort repair.
     raw_keys = np.array([(key * spread + key % 3) % 2**64 for key, _ in pairs], dtype=np.uint64)
     docs = np.cumsum([step for _, step in pairs]).astype(np.uint32) if pairs else np.zeros(0, np.uint32)
-    unique, df, postings, pair_df = kernels.group(raw_keys, docs)
+    unique, df, postings, pair_df = grouping.group(raw_keys, docs)
     distinct = sorted(set(zip(raw_keys.tolist(), docs.tolist())))
     assert unique.tolist() == sorted(set(raw_keys.tolist()))
     assert postings.tolist() == [doc for _, doc in distinct]
@@ -144,7 +145,7 @@ def test_group_splits_large_inputs_into_buckets(threads: int) -> None:
     rng = np.random.default_rng(3)
     keys = rng.integers(0, 5_000, 300_000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     docs = np.sort(rng.integers(0, 1_000, len(keys))).astype(np.uint32)
-    unique, df, postings, pair_df = kernels.group(keys, docs, threads=threads)
+    unique, df, postings, pair_df = grouping.group(keys, docs, threads=threads)
     order = np.lexsort((docs, keys))
     pairs = np.unique(np.stack([keys[order], docs[order].astype(np.uint64)]), axis=1)
     assert unique.tolist() == np.unique(keys).tolist()
@@ -160,7 +161,7 @@ def test_vocabulary_ids_follow_the_search_form(words: list[str]) -> None:
     from spacy_delink.linkage.tokenize import Tokenizer
 
     tokenizer = Tokenizer()
-    vocabulary = kernels.Vocabulary(fold_ascii=True, limit=1 << 10)
+    vocabulary = Vocabulary(fold_ascii=True, limit=1 << 10)
     tokens = tokenizer.tokenize(" ".join(words))
     ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends)
     assert sorted(ids[new].tolist()) == ids[new].tolist() == list(range(len(new)))
@@ -178,14 +179,14 @@ def test_vocabulary_grows_and_clears_at_its_limit() -> None:
     from spacy_delink.linkage.tokenize import Tokenizer
 
     tokenizer = Tokenizer()
-    vocabulary = kernels.Vocabulary(fold_ascii=True, limit=1 << 20)
+    vocabulary = Vocabulary(fold_ascii=True, limit=1 << 20)
     words = [f"w{i}x{'y' * (i % 11)}" for i in range(3000)]
     tokens = tokenizer.tokenize(" ".join(words))
     ids, new = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends)
     assert len(set(ids.tolist())) == len(words) == len(new)
     again, new_again = vocabulary.assign(tokens.codes, tokens.starts, tokens.ends)
     assert again.tolist() == ids.tolist() and len(new_again) == 0  # all known: no new digests
-    small = kernels.Vocabulary(fold_ascii=True, limit=1 << 10)
+    small = Vocabulary(fold_ascii=True, limit=1 << 10)
     batch = tokenizer.tokenize(" ".join(words[:900]))
     first, _ = small.assign(batch.codes, batch.starts, batch.ends)
     second, new_second = small.assign(batch.codes, batch.starts, batch.ends)
@@ -213,7 +214,7 @@ def test_extend_level_keeps_the_positions_the_reduction_keeps(steps: list[tuple[
         if frequent[i] and frequent[i + 1] and previous[i + 1] == previous[i] + 1 and remaining[previous[i]] >= level
     ]
     assert positions.tolist() == previous[kept].tolist()
-    assert keys.tolist() == kernels.extend(previous_keys[kept], tok[previous[kept].astype(np.int64) + level - 1]).tolist()
+    assert keys.tolist() == ngram_keys.extend(previous_keys[kept], tok[previous[kept].astype(np.int64) + level - 1]).tolist()
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
@@ -228,16 +229,16 @@ def test_token_digest_is_keyed_blake2b_of_the_search_form(form: str) -> None:
     secret = bytes(range(32))
     hasher = TokenHasher(Tokenizer(), secret)
     expected = hashlib.blake2b(form.encode("utf-8", "surrogatepass"), digest_size=8, key=secret).digest()
-    assert hasher.digest(form) == hasher.digest(form) == int.from_bytes(expected, "little") & ~int(kernels.FAMILY)  # the exact family's bit: clear
+    assert hasher.digest(form) == hasher.digest(form) == int.from_bytes(expected, "little") & ~int(ngram_keys.FAMILY)  # the exact family's bit: clear
 
 
 def test_extend_is_the_documented_mixing_step() -> None:
     """The chaining step, spelled out with numpy's wrapping uint64 arithmetic as the oracle:
-    the family bits (``kernels.FAMILY``) are left out of the mixing, and the token's is the key's."""
+    the family bits (``ngram_keys.FAMILY``) are left out of the mixing, and the token's is the key's."""
     rng = np.random.default_rng(5)
     prefix = rng.integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(3)
     token = rng.integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(5)
-    family = kernels.FAMILY
+    family = ngram_keys.FAMILY
     low = ~family
     x = (prefix & low) * np.uint64(0x9E3779B97F4A7C15) + (token & low)
     x ^= x >> np.uint64(30)
@@ -245,9 +246,9 @@ def test_extend_is_the_documented_mixing_step() -> None:
     x ^= x >> np.uint64(27)
     x *= np.uint64(0x94D049BB133111EB)
     x ^= x >> np.uint64(31)
-    assert kernels.extend(prefix, token).tolist() == ((x & low) | (token & family)).tolist()
-    twins = kernels.extend(prefix ^ family, token ^ family)  # the other reading, the same strings
-    assert (twins ^ kernels.extend(prefix, token)).tolist() == [int(family)] * len(token)
+    assert ngram_keys.extend(prefix, token).tolist() == ((x & low) | (token & family)).tolist()
+    twins = ngram_keys.extend(prefix ^ family, token ^ family)  # the other reading, the same strings
+    assert (twins ^ ngram_keys.extend(prefix, token)).tolist() == [int(family)] * len(token)
 
 
 # --- shards, Dask ----------------------------------------------------------------------

@@ -318,7 +318,7 @@ def test_delink_index_update_and_compact_on_the_command_line(tmp_path: Path, del
 
 def test_the_forward_store_is_sealed_in_chunks_under_the_index_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In the clear, the rows would be the corpus under a word-substitution cipher; each read opens only its chunks."""
-    from spacy_delink.linkage.index import codec, forward
+    from spacy_delink.linkage.index import forward, packing
     from spacy_delink.linkage.index.hashing import ForwardCipher
 
     rng = np.random.default_rng(2)
@@ -333,11 +333,11 @@ def test_the_forward_store_is_sealed_in_chunks_under_the_index_key(tmp_path: Pat
     assert index.levels[1].keys_by_row()[rows].tolist() == expected  # each document's tokens under each reading in turn
     bits = index.manifest["forward"]["bits"]
     raw = np.fromfile(tmp_path / "index" / "forward.rows", dtype="<u8")
-    plain_words = codec.packed_words(len(rows), bits)
+    plain_words = packing.packed_words(len(rows), bits)
     chunks = -(-plain_words // ForwardCipher.CHUNK_WORDS)
     assert chunks >= 4 and len(raw) == plain_words + 2 * chunks  # each chunk carries its 16-byte tag
     clear = forward.token_values(rows, rem)
-    assert not np.array_equal(codec.unpack(raw, 0, len(clear), bits), clear)
+    assert not np.array_equal(packing.unpack(raw, 0, len(clear), bits), clear)
     opened: list[int] = []
     unseal = ForwardCipher.unseal
     monkeypatch.setattr(ForwardCipher, "unseal", lambda self, chunk, sealed: opened.append(chunk) or unseal(self, chunk, sealed))
@@ -346,7 +346,7 @@ def test_the_forward_store_is_sealed_in_chunks_under_the_index_key(tmp_path: Pat
         one, _, _ = segment.tokens(number, number + 1)
         start = int(segment.offsets[number])
         assert np.array_equal(one, rows[start : start + len(one)])
-        first_word, stop_word = start * bits // 64, codec.packed_words(start + len(one), bits)
+        first_word, stop_word = start * bits // 64, packing.packed_words(start + len(one), bits)
         assert opened == list(range(first_word // ForwardCipher.CHUNK_WORDS, (stop_word - 1) // ForwardCipher.CHUNK_WORDS + 1))
     monkeypatch.setattr(builder, "new_secret", lambda: bytes(range(1, 33)))
     build(tmp_path / "other", corpus)

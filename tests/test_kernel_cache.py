@@ -59,7 +59,7 @@ def _compile_event(module: str) -> SimpleNamespace:
 def test_the_note_is_one_line_for_the_first_of_our_compiles_only(fresh_note: None, capsys: pytest.CaptureFixture[str]) -> None:
     _kernels.LISTENER.on_start(_compile_event("someone_else.kernels"))
     assert capsys.readouterr().err == ""
-    for module in ("spacy_delink.linkage.tokenize", "spacy_delink.linkage.index.codec"):
+    for module in ("spacy_delink.linkage.tokenize", "spacy_delink.linkage.index.lookup"):
         _kernels.LISTENER.on_start(_compile_event(module))
     assert capsys.readouterr().err == _kernels.NOTE + "\n"
 

@@ -200,9 +200,9 @@ def test_frequent_rows_coded_in_classes_answer_like_the_rest(tmp_path: Path, sha
 
 
 def test_posting_classes_round_trip_on_random_rows() -> None:
-    """A level coded with posting classes (``codec.encode_posting_classes``) gives back every
+    """A level coded with posting classes (``lookup.encode_posting_classes``) gives back every
     row's df (exact and capped) and posting list, for random dfs on both sides of each floor."""
-    from spacy_delink.linkage.index import codec
+    from spacy_delink.linkage.index import eliasfano, lookup
     from spacy_delink.linkage.index.format import POSTING_CLASSES, frequent_words
 
     rng = np.random.default_rng(7)
@@ -212,10 +212,10 @@ def test_posting_classes_round_trip_on_random_rows() -> None:
         df = np.minimum(rng.choice([1, 2, 15, 16, 17, 255, 256, 257, 4095, 4096, 5000], size=rows), documents)
         lists = [np.sort(rng.choice(documents, size=d, replace=False)).astype(np.uint32) for d in df]
         keys = np.unique(rng.integers(0, 2**63, size=rows * 2, dtype=np.uint64))[:rows]
-        parts = [codec.open_part(*part) for part in codec.encode_posting_classes(df, np.concatenate(lists), documents, POSTING_CLASSES)]
-        classes = codec.PostingClasses.from_parts(parts)
-        level = codec.ShardedLevel(
-            [codec.EliasFano(*codec.encode(keys, 1 << 64, codec.KEY_SAMPLE_SHIFT))], [classes], [frequent_words(df)], 0,
+        parts = [lookup.open_part(*part) for part in lookup.encode_posting_classes(df, np.concatenate(lists), documents, POSTING_CLASSES)]
+        classes = lookup.PostingClasses.from_parts(parts)
+        level = lookup.ShardedLevel(
+            [eliasfano.EliasFano(*eliasfano.encode(keys, 1 << 64, eliasfano.KEY_SAMPLE_SHIFT))], [classes], [frequent_words(df)], 0,
             documents, POSTING_CLASSES,
         )
         order = rng.permutation(rows)

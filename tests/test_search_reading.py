@@ -20,7 +20,7 @@ from spacy_delink.errors import InputError
 from spacy_delink.linkage import search_form
 from spacy_delink.linkage.attack import assess_text, detect
 from spacy_delink.linkage.combinations import analyze_combinations
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, kernels
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, ngram_keys
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.linkage.readings import DEFAULT_READINGS, check_readings, describe
 from spacy_delink.linkage.search_form import fold_char, fold_text
@@ -272,7 +272,7 @@ def test_a_search_row_with_its_twins_documents_is_stored_once(tmp_path: Path) ->
     index = build(tmp_path, corpus, max_n=2)
     _, exact_keys = index.tokenize("farm near. The river", "exact")
     _, search_keys = index.tokenize("farm near. The river", "search")
-    assert ((exact_keys ^ search_keys) == kernels.TWIN).all()  # the same four words, two families
+    assert ((exact_keys ^ search_keys) == ngram_keys.TWIN).all()  # the same four words, two families
     assert index.manifest["twins"] is True
     plain = CorpusIndex(build(tmp_path / "plain", corpus, max_n=2, readings=("exact",)).path)
     both = index.manifest["summary"]["ngrams_per_level"]

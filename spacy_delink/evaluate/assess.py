@@ -15,7 +15,7 @@ from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_ou
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
-from ..linkage.index.shards import Runner
+from ..linkage.index.runners import Runner
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines

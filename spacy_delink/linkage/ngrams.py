@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from .index import CorpusIndex
-from .index.kernels import extend_positions
+from .index.ngram_keys import extend_positions
 from .index.levels import TwinLevel
 from .readings import READINGS
 from .search_form import holds_alternate

@@ -49,7 +49,7 @@ from ..io import (
     parse_json_line,
     refuse_same_file,
 )
-from ..linkage.index.shards import Runner
+from ..linkage.index.runners import Runner
 from ..memory import check_document_size
 from ..retrieval.defence import retrieval_settings
 from ..progress import Progress

@@ -2,9 +2,11 @@
 
 Modules, in the order data flows: ``hashing`` (keyed digests, MAC), ``keys`` (the key
 file), ``format`` (the on-disk layout and its manifest), ``builder`` (corpus → arrays)
-running the tasks of ``shards`` (partitions → shards, level by level; ``kernels`` and
-``codec`` are their compiled inner loops and the Elias–Fano code; ``distributed`` runs
-them on Dask), ``commit`` (putting a build in place with its key and id mapping),
+running the tasks of ``partitions`` (corpus → token digests) and ``shards`` (pairs →
+shards, level by level) over a ``workstore`` with a ``runners`` runner (``distributed`` runs
+them on Dask); their compiled inner loops are ``vocabulary``, ``blake2b``, ``ngram_keys``
+and ``grouping``, and what they write is coded by ``eliasfano``, ``packing`` and
+``lookup`` (the posting classes, and the searches over a level's shards); ``commit`` (putting a build in place with its key and id mapping),
 ``levels`` and ``reader`` (lookups: a level's shards; the opened index), ``forward`` and ``update`` (the forward store, ``delink index
 --update`` and ``delink compact``). docs/index.md describes the format, what an index reveals and how
 keys are handled; docs/scale.md the sharded build, Dask and the figures.

@@ -6,9 +6,9 @@ Algorithm (SPEC §3 with a lossless reduction), run as the tasks of ``shards.py`
    file); each is tokenized (SPEC §1–2) into each token's keyed digest, its document
    number and its segment length. Document numbers follow the corpus order.
 2. For n = 1..max_n, each position's n-gram key is derived from the (n−1)-gram key at the
-   same position (``kernels.extend``); the (key, document) pairs go to the shard of the
+   same position (``ngram_keys.extend``); the (key, document) pairs go to the shard of the
    key's top bits, and each shard counts document frequencies by grouping its pairs
-   (``kernels.group``) and writes its level Elias–Fano coded (``codec.py``).
+   (``grouping.group``) and writes its level Elias–Fano coded (``lookup.py``).
 3. **Reduction.** An n-gram (n ≥ 2) is only counted and stored when both its (n−1)-word
    prefix and suffix occur in at least two documents. If either occurs in one document,
    the n-gram occurs in at most that one; it strictly contains a linkable phrase (df = 1
@@ -47,6 +47,9 @@ from .format import BASE_FORMAT_VERSION, DOC_ID_DIGESTS, FORMAT_NAME, ID_MODES, 
 from .hashing import ID_DIGEST_DTYPE, IdHasher
 from .ids import ids_digest
 from .keys import key_id, new_secret, resolve_key_path
+from .partitions import PARTITION_CHARS, PartitionResult, partitions_of, reading_hashers, tokenize_documents, tokenize_file
+from .runners import Runner, ThreadRunner
+from .workstore import WorkStore, write_durable
 
 _MAX_DOCS = 2**32 - 2
 #: Distinct tokens a digest cache keeps (~40 bytes each): in this process the build's one, on Dask each partition's.
@@ -124,7 +127,7 @@ def write_digests(folder: Path, digests: list[bytes], name: str = DOC_ID_DIGESTS
         "dtype": ID_DIGEST_DTYPE.str,
         "length": len(array),
         "bytes": array.nbytes,
-        "sha256": shards_module.write_durable(folder / name, array.view(np.uint8)),
+        "sha256": write_durable(folder / name, array.view(np.uint8)),
     }
 
 
@@ -239,19 +242,19 @@ class IndexBuilder:
         """Whether the tasks run on Dask workers (other processes) rather than on threads here."""
         return self.scheduler is not None or self.dask
 
-    def _runner(self) -> shards_module.Runner:
+    def _runner(self) -> Runner:
         if self._distributed:
             from .distributed import DaskRunner
 
             return DaskRunner(workers=self.workers if self.dask else None, scheduler=self.scheduler)
-        return shards_module.ThreadRunner(self.workers)
+        return ThreadRunner(self.workers)
 
     def count_into(
         self,
         folder: Path,
         secret: bytes,
         summary: BuildSummary,
-        partitions_of_run: Callable[[shards_module.Runner, shards_module.WorkStore], list[shards_module.PartitionResult]],
+        partitions_of_run: Callable[[Runner, WorkStore], list[PartitionResult]],
     ) -> tuple[list[DocId], dict[str, dict[str, Any]], int, dict[str, Any] | None]:
         """Steps 1–3 into ``folder`` (and the forward store): the ids, the array table, the shard bits
         and the manifest's ``forward`` entry (None without one).
@@ -261,7 +264,7 @@ class IndexBuilder:
         """
         work = (self.work_dir / f"{folder.name}-work") if self.work_dir is not None else folder / "_work"
         # Threads share the store's memory; Dask workers only see its files.
-        store = shards_module.WorkStore(work, 0 if self._distributed else self.memory_bytes // 2)
+        store = WorkStore(work, 0 if self._distributed else self.memory_bytes // 2)
         runner = self._runner()
         try:
             partitions = partitions_of_run(runner, store)
@@ -305,10 +308,10 @@ class IndexBuilder:
 
     def _forward(
         self,
-        runner: shards_module.Runner,
-        store: shards_module.WorkStore,
+        runner: Runner,
+        store: WorkStore,
         folder: Path,
-        partitions: list[shards_module.PartitionResult],
+        partitions: list[PartitionResult],
         levels: shards_module.Levels,
         tokens: int,
         secret: bytes,
@@ -369,8 +372,8 @@ class IndexBuilder:
         )
 
     def _tokenize(
-        self, runner: shards_module.Runner, store: shards_module.WorkStore, documents: Corpus, secret: bytes
-    ) -> list[shards_module.PartitionResult]:
+        self, runner: Runner, store: WorkStore, documents: Corpus, secret: bytes
+    ) -> list[PartitionResult]:
         """Step 1: one task per partition; a stream is cut by size, files go to workers whole.
 
         One partition more than ``workers`` is in flight (the next one is read while the
@@ -384,7 +387,7 @@ class IndexBuilder:
             paths = documents.for_workers()
             count = len(paths)
             return runner.map(
-                shards_module.tokenize_file,
+                tokenize_file,
                 [store] * count,
                 list(range(count)),
                 list(paths),
@@ -406,18 +409,18 @@ class IndexBuilder:
             )
         else:
             stats, stream = None, documents
-        results: list[shards_module.PartitionResult] = []
+        results: list[PartitionResult] = []
         pending: list[Any] = []
-        partition_chars = max(1 << 16, min(self.memory_bytes // 24, shards_module.PARTITION_CHARS))
+        partition_chars = max(1 << 16, min(self.memory_bytes // 24, PARTITION_CHARS))
         # A hasher cannot be sent to Dask workers: each task there makes its own.
-        hashers = None if self._distributed else shards_module.reading_hashers(self.rules, secret, token_readings(self.readings), VOCABULARY_LIMIT)
+        hashers = None if self._distributed else reading_hashers(self.rules, secret, token_readings(self.readings), VOCABULARY_LIMIT)
         warm = runner.submit(shards_module.warm_kernels, self.rules, token_readings(self.readings))
         total = count_lines(documents.paths, JSONL_SUFFIXES) if isinstance(documents, CorpusFiles) else None
         with Progress("tokenizing", "docs", total, enabled=self.progress) as bar:
-            for number, batch in enumerate(shards_module.partitions_of(self._checked(stream, bar), partition_chars)):
+            for number, batch in enumerate(partitions_of(self._checked(stream, bar), partition_chars)):
                 pending.append(
                     runner.submit(
-                        shards_module.tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hashers,
+                        tokenize_documents, store, number, batch, self.rules, secret, VOCABULARY_LIMIT, hashers,
                         token_readings(self.readings),
                     )
                 )
@@ -437,7 +440,7 @@ class IndexBuilder:
             yield check_doc_id(doc_id, f"document {number}", "id", "give every document a string or integer id"), text
             bar.update()
 
-    def _check_partitions(self, partitions: list[shards_module.PartitionResult], summary: BuildSummary) -> list[DocId]:
+    def _check_partitions(self, partitions: list[PartitionResult], summary: BuildSummary) -> list[DocId]:
         """The ids in corpus order (unique across partitions) and the corpus counts."""
         ids: list[DocId] = []
         seen: dict[DocId, int] = {}

@@ -20,7 +20,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 from ...errors import DelinkError, InputError
-from .shards import Runner
+from .runners import Runner
 
 #: Attempts after the first for each task (a killed worker or a transient error).
 RETRIES = 2

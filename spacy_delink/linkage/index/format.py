@@ -8,10 +8,10 @@ An index is a directory of raw little-endian arrays plus ``manifest.json``::
                                      (n = 1..max_n, and with the search reading up to
                                      max_n + max_n_chars: ``level_count``),
                                      Elias–Fano coded keys, then postings in classes by df
-                                     (``codec.py``, ``POSTING_CLASSES``), then the df-1
+                                     (``lookup.py``, ``POSTING_CLASSES``), then the df-1
                                      n-grams' documents, packed
     shard-<s>.level-<n>.frequent     uint64 words: one bit per stored n-gram, df >= 2, then
-                                     a rank directory over those bits (``codec.flag_words``)
+                                     a rank directory over those bits (``packing.flag_words``)
     shard-<s>.level-<n>.twin         uint64 words, with both readings and no forward store:
                                      one bit per stored n-gram, it also answers for its
                                      search-reading twin (``twin_file``)
@@ -46,7 +46,8 @@ field but ``mac``, sorted keys, no whitespace, ASCII) carries a keyed BLAKE2b MA
 subkey of the index secret (``hashing.manifest_mac``). So a reader that holds the key
 detects any edit of the manifest (the MAC), any truncation (sizes), and any change to an
 array or to the id mapping (checksums, when verifying). Opening checks, in order: the
-format and version, the table's shape, the key, the MAC, and only then uses a field.
+format and version, the table's shape, the key, the MAC, and only then uses a field,
+read once into a ``manifest.IndexManifest``.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ import numpy as np
 from ...errors import IndexFormatError
 from ..readings import READING_VERSION, READINGS
 from ..search_form import table_version
-from .codec import flag_words
+from .packing import flag_words
 from .hashing import ForwardCipher, mac_matches, manifest_mac
 
 FORMAT_NAME = "spacy-delink-index"
@@ -79,7 +80,7 @@ FORWARD_OFFSETS = "forward.offsets"
 #: How ``forward.rows`` is sealed: the forward store's version.
 FORWARD_CIPHER = ForwardCipher.NAME
 #: The lowest df of each class of frequent rows whose postings a shard-level file codes
-#: apart (``codec.PostingClasses``): a few classes a factor 4 apart take the postings of
+#: apart (``lookup.PostingClasses``): a few classes a factor 4 apart take the postings of
 #: the full scale corpus from 3.6 to 3.0 bytes per token (a factor 16: 2 MB more).
 POSTING_CLASSES = (16, 64, 256, 1024, 4096)
 #: The coded parts of a shard-level file, in file order: Elias-Fano sequences, then the
@@ -197,14 +198,14 @@ def twin_file(shard: int, level: int) -> str:
     """One bit per row of ``shard_file(shard, level)``: whether it also answers for its search-reading twin.
 
     Written by builds that hold both readings (not updatable ones): a search n-gram whose
-    documents are its exact twin's is not stored again (``kernels.shared_twins``).
+    documents are its exact twin's is not stored again (``ngram_keys.shared_twins``).
     """
     return f"shard-{shard:04d}.level-{level}.twin"
 
 
 def frequent_words(df: np.ndarray) -> np.ndarray:
     """The ``frequent_file`` words for rows with these dfs: bit ``r % 64`` of word ``r // 64``,
-    then the bits' rank directory (``codec.flag_words``)."""
+    then the bits' rank directory (``packing.flag_words``)."""
     return flag_words(np.asarray(df) >= 2)
 
 
@@ -254,12 +255,6 @@ def required_arrays(manifest: dict[str, Any]) -> list[str]:
     for delta in manifest.get("deltas", []):
         names += delta_arrays(delta["name"], level_count(manifest))
     return names
-
-
-def base_documents(manifest: dict[str, Any]) -> int:
-    """Documents of the base (the rest are the deltas')."""
-    deltas = manifest.get("deltas") or []
-    return deltas[0]["first_document"] if deltas else manifest["documents"]
 
 
 def default_ids_path(index_dir: str | Path) -> Path:

@@ -34,15 +34,16 @@ from typing import Any
 import numpy as np
 
 from ...errors import IndexFormatError
-from . import codec
+from .packing import pack_into, packed_words, unpack
 from .format import FORWARD_CIPHER
 from .format import FORWARD_OFFSETS as OFFSETS
 from .hashing import ForwardCipher
 from .format import FORWARD_ROWS as ROWS
 from .format import shard_of
-from .shards import WorkStore, kept_keys_name, write_durable
+from .shards import kept_keys_name
+from .workstore import WorkStore, write_durable
 
-#: Segment room is capped like the build's (``shards._REMAINING_CAP``): n-grams are short.
+#: Segment room is capped like the build's (``partitions._REMAINING_CAP``): n-grams are short.
 REMAINING_CAP = 255
 
 
@@ -92,14 +93,14 @@ class ForwardWriter:
         self.offsets_name = offsets_name
         self.bits = bits
         self._secret = secret
-        self.words = codec.packed_words(tokens, bits)
+        self.words = packed_words(tokens, bits)
         self.sealed_words = ForwardCipher.sealed_words(self.words)
         self._tmp = self.path.with_name(f"{rows_name}.{os.getpid()}.tmp")
         self._map = np.memmap(self._tmp, dtype=np.uint64, mode="w+", shape=(self.sealed_words,))
         self._written = 0
 
     def add(self, values: np.ndarray) -> None:
-        codec.pack_into(self._map, self._written, values, self.bits)
+        pack_into(self._map, self._written, values, self.bits)
         self._written += len(values)
 
     def finish(self, offsets: np.ndarray) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -151,7 +152,7 @@ class Forward:
         self.bits = bits
         if len(self.offsets) < 1 or self.offsets[0] != 0 or np.any(np.diff(self.offsets) < 0):
             raise ValueError("forward offsets must start at 0 and never decrease")
-        expected = ForwardCipher.sealed_words(codec.packed_words(int(self.offsets[-1]), bits))
+        expected = ForwardCipher.sealed_words(packed_words(int(self.offsets[-1]), bits))
         if expected != len(words):
             raise ValueError(f"{len(words)} forward words, not {expected}, for {int(self.offsets[-1])} tokens of {bits} bits")
 
@@ -179,8 +180,8 @@ class Forward:
         """Documents ``first .. stop - 1`` (local numbers): level-1 rows, segment room, tokens per document."""
         begin, end = int(self.offsets[first]), int(self.offsets[stop])
         first_word = begin * self.bits // 64
-        words = self._plain_words(first_word, codec.packed_words(end, self.bits))
-        values = codec.unpack(words, begin * self.bits - 64 * first_word, end - begin, self.bits)
+        words = self._plain_words(first_word, packed_words(end, self.bits))
+        values = unpack(words, begin * self.bits - 64 * first_word, end - begin, self.bits)
         rows = (values >> np.uint64(self.room_bits)).astype(np.int64)
         if self.room_bits == 1:
             room = remaining_from_ends(values & np.uint64(1))

@@ -27,12 +27,12 @@ from typing import Any, Iterable
 import numpy as np
 
 from ...errors import IndexFormatError
-from . import codec
+from .packing import packed_words, unpack
 from .forward import Forward, ForwardWriter
 from .format import FORWARD_CIPHER, GAP_OFFSETS, GAP_ROWS, GAP_VOCABULARY
 from .hashing import ForwardCipher
-from .kernels import FAMILY
-from .shards import WorkStore, write_durable
+from .ngram_keys import FAMILY
+from .workstore import WorkStore, write_durable
 
 
 def search_tokens(store: WorkStore, partition: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,8 +107,8 @@ class GapStore:
         total = int(self.forward.offsets[-1])
         if not total:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=bool)
-        words = self.forward._plain_words(0, codec.packed_words(total, self.forward.bits))
-        values = codec.unpack(words, 0, total, self.forward.bits)
+        words = self.forward._plain_words(0, packed_words(total, self.forward.bits))
+        values = unpack(words, 0, total, self.forward.bits)
         ids = (values >> np.uint64(1)).astype(np.int32)
         if len(ids) and int(ids.max()) >= len(self.vocabulary):
             raise IndexFormatError(f"{self.forward.where}: a token names no vocabulary entry; rebuild the index with `delink index --overwrite`")

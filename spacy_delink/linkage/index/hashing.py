@@ -3,7 +3,7 @@
 Each distinct search form gets a 64-bit keyed BLAKE2b digest under a secret that is
 generated at build time and kept in a separate key file (``keys.py``); one of its bits
 names the reading (the family bit). An N-gram's key chains the keyed token digests with a 64-bit
-mixing step (``kernels.extend``); without the secret no N-gram key can be computed, so the
+mixing step (``ngram_keys.extend``); without the secret no N-gram key can be computed, so the
 index cannot be probed for phrases. Chaining lets level n be computed from level n−1 with
 one vectorized step, both at build and at query time. Two distinct N-grams of one length
 and family collide with probability about 2^-63 per pair.
@@ -12,9 +12,9 @@ The secret is used for three purposes, each under its own key so that no output 
 can stand in for another (domain separation):
 
 * token digests: BLAKE2b keyed with the secret itself, no personalization, one bit
-  (``kernels.FAMILY``) replaced by the reading's family (clear exact, set search, SPEC §8):
+  (``ngram_keys.FAMILY``) replaced by the reading's family (clear exact, set search, SPEC §8):
   the two readings' keys are two disjoint families in one index, and the same strings read
-  under both have keys that differ in that bit alone (``kernels.mix``), so a build can
+  under both have keys that differ in that bit alone (``ngram_keys.mix``), so a build can
   store a search-reading n-gram with the same documents as its exact twin once;
 * the manifest MAC, document-id digests and ``delink protect``'s input digests: BLAKE2b
   keyed with a subkey derived from the secret (``derive_key``, a keyed BLAKE2b with its own
@@ -38,7 +38,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
 from ...errors import InputError
 from ..tokenize import SearchTokenizer, Tokenizer, Tokens
-from .kernels import FAMILY, Vocabulary, ascii_digests, blake2b_keyed_state, extend
+from .blake2b import ascii_digests, blake2b_keyed_state
+from .ngram_keys import FAMILY, extend
+from .vocabulary import Vocabulary
 from .keys import KEY_BYTES
 
 __all__ = ["ID_DIGEST_BYTES", "ID_DIGEST_DTYPE", "IdHasher", "TokenHasher", "derive_key", "extend", "mac_matches", "manifest_mac", "sidecar_mac_key"]
@@ -96,7 +98,7 @@ class IdHasher:
 class TokenHasher:
     """Maps tokens to keyed 64-bit digests of their search forms, each distinct token once.
 
-    A ``kernels.Vocabulary`` gives every occurrence of a token already seen its digest by
+    A ``vocabulary.Vocabulary`` gives every occurrence of a token already seen its digest by
     an array gather; only new tokens reach Python, where their search form is digested.
     The index build and every query use this one path. A lock makes it safe to share
     between threads (a pipeline's components share one index).
@@ -106,7 +108,7 @@ class TokenHasher:
         if len(secret) != KEY_BYTES:
             raise InputError(f"secret must be {KEY_BYTES} bytes")
         self.tokenizer = tokenizer
-        #: The family bit of this reading's digests (``kernels.FAMILY``): clear exact, set search.
+        #: The family bit of this reading's digests (``ngram_keys.FAMILY``): clear exact, set search.
         self.family = np.uint64(0) if tokenizer.reading == "exact" else FAMILY
         #: The keyed state before any data: each digest continues a copy of it (no key setup per token).
         self._keyed = hashlib.blake2b(digest_size=8, key=secret)
@@ -137,7 +139,7 @@ class TokenHasher:
 
     @cached_property
     def _keyed_words(self) -> np.ndarray:
-        """The keyed state for ``kernels.ascii_digests`` (made on first use: a compiled call, which
+        """The keyed state for ``blake2b.ascii_digests`` (made on first use: a compiled call, which
         a build makes in its worker threads, not while it sets up)."""
         return blake2b_keyed_state(np.frombuffer(self._secret, dtype=np.uint8))
 

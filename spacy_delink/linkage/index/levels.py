@@ -13,9 +13,11 @@ import numba as nb
 import numpy as np
 
 from ... import _kernels  # noqa: F401  (announces a compile of these kernels)
-from . import codec
-from .format import PACKED_PARTS, part_fields
-from .kernels import TWIN
+from .eliasfano import EliasFano, Layout
+from .lookup import PostingClasses, ShardedLevel, open_part
+from .manifest import CodedFile
+from .packing import Packed, PackedArray
+from .ngram_keys import TWIN
 
 
 class Level:
@@ -28,11 +30,11 @@ class Level:
     """
 
     def __init__(
-        self, keys: list[codec.EliasFano], postings: list[codec.PostingClasses], frequent: list[np.ndarray],
+        self, keys: list[EliasFano], postings: list[PostingClasses], frequent: list[np.ndarray],
         shard_bits: int, documents: int, class_floors: Sequence[int],
     ) -> None:
         self.width = max(1, documents)
-        self._search = codec.ShardedLevel(keys, postings, frequent, shard_bits, self.width, class_floors)  # checks the shard counts
+        self._search = ShardedLevel(keys, postings, frequent, shard_bits, self.width, class_floors)  # checks the shard counts
         self._keys = keys
         self.shard_bits = shard_bits
         self.row_base = self._search.row_base
@@ -44,7 +46,7 @@ class Level:
         """Row of each key (-1 when not stored) and its document frequency (0), capped at
         ``cap`` when ``cap`` > 0 (a threshold k <= cap needs no more, and it is cheaper).
 
-        Repeated keys are searched again, from cache (``codec.ShardedLevel``).
+        Repeated keys are searched again, from cache (``ShardedLevel``).
         """
         return self._search.lookup(keys, cap)
 
@@ -80,7 +82,7 @@ class TwinLevel:
     """A level as the search reading reads it, where search rows that repeat their exact twin are not stored.
 
     A build with both readings writes a search n-gram whose documents are its exact
-    twin's (the same strings: the key less the family bit, ``kernels.TWIN``) only as the
+    twin's (the same strings: the key less the family bit, ``ngram_keys.TWIN``) only as the
     twin's row, with a bit in the twin file (``shards.write_level``). A search key is
     therefore looked up as its twin first — one search for the shared n-grams, most of
     them — and as itself only where the twin does not answer for it.
@@ -148,7 +150,7 @@ def split_documents(lengths: np.ndarray, documents: np.ndarray) -> list[np.ndarr
     return np.split(documents.astype(np.uint32), np.cumsum(lengths)[:-1]) if len(lengths) else []
 
 
-def row_documents(postings: codec.EliasFano, row: int, width: int) -> np.ndarray:
+def row_documents(postings: EliasFano, row: int, width: int) -> np.ndarray:
     """The documents of one row of a ``row * width + document`` sequence (sorted): a delta's."""
     starts, stops = postings.row_bounds(np.array([row], dtype=np.int64), width)
     low = row * width
@@ -165,9 +167,9 @@ class DeltaLevel:
     number of documents once the delta is added.
     """
 
-    keys: codec.EliasFano
-    postings: codec.EliasFano
-    additions: codec.EliasFano
+    keys: EliasFano
+    postings: EliasFano
+    additions: EliasFano
     row_base: int
     width: int
 
@@ -240,24 +242,19 @@ class UpdatedLevel:
         return np.concatenate([self.base.keys_by_row(), *(delta.keys.decode_all() for delta in self.deltas)])
 
 
-def coded_from_words(
-    words: np.ndarray, spec: dict[str, Any], parts: Sequence[str]
-) -> list[codec.EliasFano | codec.PackedArray]:
-    """The coded parts of one level file (``parts``, in file order), from its words and manifest entry."""
-    layouts = [
-        (codec.Packed if part in PACKED_PARTS else codec.Layout)(**{f: spec[part][f] for f in part_fields(part)})
-        for part in parts
-    ]
+def coded_from_words(words: np.ndarray, coded: CodedFile) -> list[EliasFano | PackedArray]:
+    """The coded parts of one level file (in file order), from its words and its parts' layouts."""
+    layouts = [(Packed if part.packed else Layout)(**part.fields) for part in coded.parts]
     needed = sum(layout.words for layout in layouts)
     if needed != len(words):
         raise ValueError(f"{len(words)} words, the layouts need {needed}")
     bounds = np.cumsum([0, *(layout.words for layout in layouts)]).tolist()
-    return [codec.open_part(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
+    return [open_part(layout, words[a:b]) for layout, a, b in zip(layouts, bounds[:-1], bounds[1:])]
 
 
-def sequences(coded: Sequence[codec.EliasFano | codec.PackedArray]) -> list[codec.EliasFano]:
+def sequences(coded: Sequence[EliasFano | PackedArray]) -> list[EliasFano]:
     """``coded`` where every part must be an Elias–Fano sequence; ValueError when a manifest says otherwise."""
-    checked = [part for part in coded if isinstance(part, codec.EliasFano)]
+    checked = [part for part in coded if isinstance(part, EliasFano)]
     if len(checked) != len(coded):
         raise ValueError("a part that must be an Elias–Fano sequence is packed")
     return checked

@@ -20,67 +20,51 @@ from ..tokenize import LinkageRules, SearchTokenizer, Tokenizer, Tokens
 from .commit import interrupted_hint
 from .forward import Forward
 from .gapstore import GapStore
-from .format import (
-    CODED_PARTS,
-    POSTING_CLASSES,
-    DELTA_PARTS,
-    DOC_ID_DIGESTS,
-    FORWARD_OFFSETS,
-    FORWARD_ROWS,
-    REDUCTION,
-    base_documents,
-    default_ids_path,
-    delta_level_file,
-    frequent_file,
-    level_count,
-    load_manifest,
-    manifest_readings,
-    required_arrays,
-    shard_file,
-    twin_file,
-    verify_mac,
-)
+from .format import POSTING_CLASSES, default_ids_path, load_manifest
 from .hashing import ID_DIGEST_BYTES, ForwardCipher, IdHasher, TokenHasher, input_digest, sidecar_mac_key
 from .ids import IdMapping
 from .keys import KeyFile, resolve_key_path
-from .codec import PostingClasses, flag_words_length
 from .levels import DeltaLevel, Level, TwinLevel, UpdatedLevel, coded_from_words, sequences
+from .lookup import PostingClasses
+from .manifest import ArraySpec, IndexManifest, LevelFiles
+from .packing import flag_words_length
 
 
 class LargeKWarning(UserWarning):
     """A threshold k above the collection's size: every phrase found in it is linkable."""
 
 
-def _map_array(path: Path, name: str, spec: dict[str, Any]) -> np.ndarray:
+def _map_array(path: Path, spec: ArraySpec) -> np.ndarray:
     """Map one array of the (authenticated) table, after checking its size."""
-    file = path / name
+    file = path / spec.name
     if not file.exists():
-        raise IndexFormatError(f"index {path} is incomplete: {name} is missing; rebuild it with `delink index`")
+        raise IndexFormatError(f"index {path} is incomplete: {spec.name} is missing; rebuild it with `delink index`")
     size = file.stat().st_size
-    if size != spec["bytes"]:
+    if size != spec.bytes:
         raise IndexFormatError(
-            f"index {path}: {name} has {size} bytes, the manifest says {spec['bytes']} (truncated or altered); "
+            f"index {path}: {spec.name} has {size} bytes, the manifest says {spec.bytes} (truncated or altered); "
             "rebuild it with `delink index`"
         )
-    dtype = np.dtype(spec["dtype"])
+    dtype = np.dtype(spec.dtype)
     if size == 0:
         return np.zeros(0, dtype=dtype)
     # A plain ndarray view of the map: the memmap subclass adds overhead to every slice.
-    return np.asarray(np.memmap(file, dtype=dtype, mode="r", shape=(spec["length"],)))
+    return np.asarray(np.memmap(file, dtype=dtype, mode="r", shape=(spec.length,)))
 
 
-def _verify_checksums(path: Path, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> None:
+def _verify_checksums(path: Path, arrays: dict[str, np.ndarray], specs: tuple[ArraySpec, ...]) -> None:
     """SHA-256 of every array against the (authenticated) table, on several threads.
 
     hashlib releases the GIL while it hashes, so the arrays are checked in parallel.
     """
+    expected = {spec.name: spec.sha256 for spec in specs}
 
     def digest(name: str) -> tuple[str, str]:
         return name, hashlib.sha256(arrays[name].view(np.uint8).data).hexdigest()
 
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         for name, found in pool.map(digest, sorted(arrays, key=lambda n: -arrays[n].nbytes)):
-            if found != specs[name]["sha256"]:
+            if found != expected[name]:
                 raise IndexFormatError(f"index {path}: checksum mismatch in {name} (corrupted or altered); rebuild it with `delink index`")
 
 
@@ -88,8 +72,8 @@ class CorpusIndex:
     """A memory-mapped, keyed-hash N-gram index over an original collection (SPEC §3).
 
     Opening reads the manifest, refuses it unless its MAC verifies under the key (any
-    edit), checks every array's size and, with ``verify`` (default), its SHA-256; then
-    maps the arrays. A lookup goes to the key's shard and decodes only what it visits. The id mapping
+    edit), reads it into an ``IndexManifest`` (``manifest.py``), checks every array's size
+    and, with ``verify`` (default), its SHA-256; then maps the arrays. A lookup goes to the key's shard and decodes only what it visits. The id mapping
     (``ids_file``, default ``<index>.ids.json``) is read only when ``doc_ids`` is asked.
     """
 
@@ -109,39 +93,39 @@ class CorpusIndex:
         manifest = load_manifest(self.path)
         self.key_path = resolve_key_path(self.path, key_file)
         secret = KeyFile(self.key_path).secret(manifest["key_id"], strict_key_permissions)
-        verify_mac(self.path, manifest, secret)
-        if manifest["reduction"] != REDUCTION:
-            raise IndexFormatError(f"index {self.path} uses reduction {manifest['reduction']!r}, unknown to this spacy-delink")
-        self.manifest = manifest
-        self.rules = LinkageRules.from_dict(manifest["rules"])
-        self.documents: int = manifest["documents"]
+        #: The manifest, authenticated and read into what the reader needs (``manifest.py``).
+        self.spec = spec = IndexManifest.verified(self.path, manifest, secret)
+        #: The manifest as read (an update writes its successor from it).
+        self.manifest = spec.raw
+        self.rules = spec.rules
+        self.documents: int = spec.documents
         #: Positions indexed: the tokens of every reading the index holds (``tokens`` counts one reading's).
-        self.positions: int = manifest["tokens"]
-        specs = manifest["arrays"]
-        self.shard_bits: int = manifest["shard_bits"]
-        arrays = {name: _map_array(self.path, name, specs[name]) for name in required_arrays(manifest)}
+        self.positions: int = spec.positions
+        self.shard_bits: int = spec.shard_bits
+        arrays = {array.name: _map_array(self.path, array) for array in spec.arrays}
         if verify:
-            _verify_checksums(self.path, arrays, specs)
+            _verify_checksums(self.path, arrays, spec.arrays)
         self.verified = verify
         #: The deltas added by ``delink index --update`` (manifest entries), oldest first.
-        self.deltas: list[dict[str, Any]] = manifest.get("deltas", [])
-        self.base_documents = base_documents(manifest)
-        self.levels: dict[int, Level | UpdatedLevel] = {n: self._level(n, arrays, specs) for n in range(1, level_count(manifest) + 1)}
+        self.deltas: list[dict[str, Any]] = spec.raw.get("deltas", [])
+        self.base_documents = spec.base_documents
+        self.levels: dict[int, Level | UpdatedLevel] = {files.number: self._level(files, arrays) for files in spec.levels}
         #: Per level, each shard's twin bits (``format.twin_file``), when search rows share their exact twins'.
         self._twin_words: dict[int, list[np.ndarray]] = {}
-        if manifest.get("twins"):
-            for n, level in self.levels.items():
+        if spec.twins:
+            for files in spec.levels:
+                n, level = files.number, self.levels[files.number]
                 rows: list[int] = np.diff(np.asarray(level.row_base)).tolist() if isinstance(level, Level) else []  # twins: no deltas
-                self._twin_words[n] = [arrays[twin_file(s, n)] for s in range(1 << self.shard_bits)]
+                self._twin_words[n] = [arrays[shard.twin] for shard in files.shards if shard.twin is not None]
                 if [len(words) for words in self._twin_words[n]] != [flag_words_length(r) for r in rows]:
                     raise IndexFormatError(
                         f"index {self.path}: the twin files of level {n} do not have one bit per row; rebuild it with `delink index`"
                     )
         self._twin_levels: dict[int, TwinLevel] | None = None
-        digests = [arrays[DOC_ID_DIGESTS], *(arrays[f"{d['name']}/{DOC_ID_DIGESTS}"] for d in self.deltas)]
+        digests = [arrays[name] for name in spec.doc_id_digests]
         self.doc_id_digests = np.concatenate(digests) if self.deltas else digests[0]
         #: Each segment's forward store (base, then each delta), or None: not updatable.
-        self.forward: list[Forward] | None = self._forward(arrays, secret) if manifest.get("forward") is not None else None
+        self.forward: list[Forward] | None = self._forward(arrays, secret) if spec.forward is not None else None
         self.ids_path = Path(ids_file) if ids_file is not None else default_ids_path(self.path)
         self._strict_key_permissions = strict_key_permissions  # the id mapping is checked as the key was
         self._id_hasher = IdHasher(secret)
@@ -150,7 +134,7 @@ class CorpusIndex:
         self._doc_ids: list[DocId] | None = None
         self._numbers: dict[bytes, int] | None = None
         #: The readings of the rules this index holds (``linkage.readings``), with their tokens.
-        self.reading_entries = manifest_readings(manifest)
+        self.reading_entries = spec.readings
         self.readings = check_readings(self.reading_entries)
         #: The collection's tokens under the first reading held (the exact one, unless the index holds the search one alone).
         self.tokens: int = self.reading_entries[self.readings[0]]["tokens"]
@@ -163,7 +147,9 @@ class CorpusIndex:
         self.hasher = self.hashers["exact"]
         #: The gap reading's store (``gapstore.py``), or None when the index does not hold the reading.
         self.gap: GapStore | None = (
-            GapStore.open(self.path, arrays, manifest["gap"], secret, self.rules.max_gap) if "gap" in self.readings else None
+            GapStore.open(self.path, arrays, spec.gap, secret, self.rules.max_gap)
+            if "gap" in self.readings and spec.gap is not None
+            else None
         )
 
     def sidecar_mac(self, canonical: bytes) -> str:
@@ -171,13 +157,13 @@ class CorpusIndex:
         an edit to it is refused like an edit to the index's own manifest, by whoever holds the key."""
         return hashlib.blake2b(canonical, key=self._sidecar_key, digest_size=32).hexdigest()
 
-    def _level(self, n: int, arrays: dict[str, np.ndarray], specs: dict[str, dict[str, Any]]) -> Level | UpdatedLevel:
+    def _level(self, files: LevelFiles, arrays: dict[str, np.ndarray]) -> Level | UpdatedLevel:
         """One level's shards, each file split into its keys and postings sequences; and its deltas."""
         keys, postings = [], []
-        for shard in range(1 << self.shard_bits):
-            name = shard_file(shard, n)
+        for shard in files.shards:
+            name = shard.coded.name
             try:
-                coded = coded_from_words(arrays[name], specs[name], CODED_PARTS)
+                coded = coded_from_words(arrays[name], shard.coded)
                 key_part, = sequences(coded[:1])
                 posting_parts = coded[1:]
                 classes = PostingClasses.from_parts(posting_parts)
@@ -185,55 +171,53 @@ class CorpusIndex:
                 raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
             keys.append(key_part)
             postings.append(classes)
-            if len(arrays[frequent_file(shard, n)]) != flag_words_length(len(key_part)):
+            if len(arrays[shard.frequent]) != flag_words_length(len(key_part)):
                 raise IndexFormatError(
-                    f"index {self.path}: {frequent_file(shard, n)} does not have one bit per row of {name} and their "
+                    f"index {self.path}: {shard.frequent} does not have one bit per row of {name} and their "
                     "rank directory; rebuild it with `delink index`"
                 )
-        frequent = [arrays[frequent_file(shard, n)] for shard in range(1 << self.shard_bits)]
+        frequent = [arrays[shard.frequent] for shard in files.shards]
         base = Level(keys, postings, frequent, self.shard_bits, self.base_documents, POSTING_CLASSES)
-        if not self.deltas:
+        if not files.deltas:
             return base
         deltas: list[DeltaLevel] = []
-        for delta in self.deltas:
-            name = delta_level_file(delta["name"], n)
+        for delta, coded_file in zip(self.spec.deltas, files.deltas):
             try:
-                parts = sequences(coded_from_words(arrays[name], specs[name], DELTA_PARTS))
+                parts = sequences(coded_from_words(arrays[coded_file.name], coded_file))
             except (ValueError, TypeError) as err:
-                raise IndexFormatError(f"index {self.path}: {name} does not match its layout ({err}); rebuild it with `delink index`") from None
+                raise IndexFormatError(
+                    f"index {self.path}: {coded_file.name} does not match its layout ({err}); rebuild it with `delink index`"
+                ) from None
             row_base = deltas[-1].stop if deltas else len(base)
             added_keys, added_postings, additions = parts
-            width = max(1, delta["first_document"] + delta["documents"])
-            deltas.append(DeltaLevel(added_keys, added_postings, additions, row_base=row_base, width=width))
+            deltas.append(DeltaLevel(added_keys, added_postings, additions, row_base=row_base, width=delta.width))
         return UpdatedLevel(base, deltas)
 
     def _forward(self, arrays: dict[str, np.ndarray], secret: bytes) -> list[Forward]:
-        base = self.manifest["forward"]
-        segments = [("", base["bits"], base["nonce"])] + [(f"{d['name']}/", d["forward_bits"], d["forward_nonce"]) for d in self.deltas]
         stores = []
-        for prefix, bits, nonce in segments:
+        for segment in self.spec.forward or ():
             try:
-                cipher = ForwardCipher(secret, bytes.fromhex(nonce))
-                where = f"index {self.path}: {prefix}{FORWARD_ROWS}"
-                stores.append(
-                    Forward(arrays[prefix + FORWARD_ROWS], arrays[prefix + FORWARD_OFFSETS], bits, cipher, where, self.forward_room_bits)
-                )
+                cipher = ForwardCipher(secret, bytes.fromhex(segment.nonce))
+                where = f"index {self.path}: {segment.rows}"
+                stores.append(Forward(arrays[segment.rows], arrays[segment.offsets], segment.bits, cipher, where, self.forward_room_bits))
             except ValueError as err:
-                raise IndexFormatError(f"index {self.path}: {prefix}{FORWARD_ROWS} does not match the manifest ({err}); rebuild it with `delink index`") from None
+                raise IndexFormatError(
+                    f"index {self.path}: {segment.rows} does not match the manifest ({err}); rebuild it with `delink index`"
+                ) from None
         return stores
 
     @property
     def doc_ids(self) -> list[DocId]:
         """The user's document ids by document number, from the id mapping kept beside the index."""
         if self._doc_ids is None:
-            expected = self.manifest["doc_ids"].get("ids_sha256")
-            if not isinstance(expected, str):
+            expected = self.spec.ids_sha256
+            if expected is None:
                 raise IndexFormatError(
                     f"index {self.path} was built with external ids (no id mapping): document n is the n-th "
                     "document of the corpus it was built from; document_number(id) finds an id's number"
                 )
             self._doc_ids = IdMapping(self.ids_path).ids(
-                self.path, self.manifest["key_id"], expected, self.documents, self._strict_key_permissions
+                self.path, self.spec.key_id, expected, self.documents, self._strict_key_permissions
             )
         return self._doc_ids
 
@@ -269,8 +253,7 @@ class CorpusIndex:
     @property
     def forward_room_bits(self) -> int:
         """Bits of each token's room in the forward store (1: the segment-end flag of earlier releases)."""
-        forward = self.manifest.get("forward")
-        return int(forward.get("room_bits", 1)) if forward else 1
+        return self.spec.forward_room_bits
 
     @property
     def max_tokens(self) -> int:

@@ -53,16 +53,20 @@ from ...corpus import DocId, check_doc_id
 from ...errors import InputError
 from ...io import atomic_write, check_output_path, fsync_dir
 from ..readings import token_readings
-from . import codec, forward, gapstore, kernels
-from .kernels import FAMILY
-from . import shards as shards_module
+from . import forward, gapstore
+from .eliasfano import KEY_SAMPLE_SHIFT, encode
+from .grouping import group
+from .lookup import encode_rows
+from .ngram_keys import FAMILY, extend
+from .partitions import PartitionResult, tokenize_documents
 from .builder import VOCABULARY_LIMIT, BuildSummary, IndexBuilder, write_digests
 from .commit import build_lock, commit, recover, sidecar
 from .format import DOC_ID_DIGESTS, FORMAT_VERSION, MANIFEST, delta_folder, delta_level_file, sign
 from .ids import IdMapping, ids_digest
 from .keys import KeyFile
 from .reader import CorpusIndex
-from .shards import WorkStore, extend_level
+from .shards import extend_level
+from .workstore import WorkStore, write_durable
 
 #: Slots of the bitmap that finds R's occurrences of the df-1 n-grams (``around``).
 _FILTER_SIZE = 1 << 22
@@ -173,7 +177,7 @@ def around(tok: np.ndarray, rem: np.ndarray, singles: dict[int, np.ndarray], max
     keys = tok
     for n in range(1, max_n + 1):
         if n > 1:
-            keys = kernels.extend(keys[:-1], tok[n - 1 :])
+            keys = extend(keys[:-1], tok[n - 1 :])
         wanted = singles.get(n, np.zeros(0, dtype=np.uint64))
         if len(wanted) and len(keys):
             # A bitmap of the keys' low bits first: R has millions of tokens, the singles are few.
@@ -228,7 +232,7 @@ def count_delta(
         added_rows, added_df = np.unique((additions // np.uint64(width)).astype(np.int64), return_counts=True)
         new = ~known
         if new.any():
-            new_keys, new_df, new_postings, _ = kernels.group([keys[new]], [docs[new]])
+            new_keys, new_df, new_postings, _ = group([keys[new]], [docs[new]])
         else:
             new_keys, new_df, new_postings = np.zeros(0, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
         total = unique_df.copy()
@@ -246,13 +250,13 @@ def count_delta(
 
 def _write_level(folder: Path, name: str, level: _DeltaLevel, width: int) -> dict[str, Any]:
     """One delta level file (keys, postings, additions); its entry in the array table."""
-    key_layout, key_words = codec.encode(level.keys, 1 << 64, codec.KEY_SAMPLE_SHIFT)
-    posting_layout, posting_words = codec.encode_rows(level.df, level.postings, width)
-    addition_layout, addition_words = codec.encode(level.additions, max(1, level.earlier_rows * width))
+    key_layout, key_words = encode(level.keys, 1 << 64, KEY_SAMPLE_SHIFT)
+    posting_layout, posting_words = encode_rows(level.df, level.postings, width)
+    addition_layout, addition_words = encode(level.additions, max(1, level.earlier_rows * width))
     words = np.concatenate([key_words, posting_words, addition_words])
     return {
         "dtype": "<u8", "length": len(words), "bytes": words.nbytes,
-        "sha256": shards_module.write_durable(folder / Path(name).name, words),
+        "sha256": write_durable(folder / Path(name).name, words),
         "keys": key_layout.to_dict(), "postings": posting_layout.to_dict(), "additions": addition_layout.to_dict(),
     }
 
@@ -310,7 +314,7 @@ def update_index(
         scratch = sidecar(path, "partial")
         try:
             store = WorkStore(scratch / "_work", memory_mb * 1024 * 1024)
-            result = shards_module.tokenize_documents(
+            result = tokenize_documents(
                 store, 0, accepted, index.rules, secret, VOCABULARY_LIMIT, readings=token_readings(index.readings)
             )
             new_tok, new_rem = store.get("p00000.tok", np.uint64), store.get("p00000.rem", np.uint8)
@@ -395,10 +399,10 @@ def update_index(
 
 def _forward_partitions(
     index: CorpusIndex, store: WorkStore, level1_keys: np.ndarray
-) -> list[shards_module.PartitionResult]:
+) -> list[PartitionResult]:
     """Step 1 of a build, from the forward store: each segment's documents as partitions of the work store."""
     assert index.forward is not None
-    results: list[shards_module.PartitionResult] = []
+    results: list[PartitionResult] = []
     for start, segment in zip(_segment_starts(index).tolist(), index.forward):
         first = 0
         while first < segment.documents:
@@ -411,7 +415,7 @@ def _forward_partitions(
             store.put(f"{prefix}.rem", rem)
             store.put(f"{prefix}.doc", np.repeat(np.arange(stop - first, dtype=np.uint32), counts))
             numbers: list[DocId] = list(range(start + first, start + stop))  # ids stand in: they are unique
-            results.append(shards_module.PartitionResult(
+            results.append(PartitionResult(
                 len(results), numbers, len(rows), int(np.count_nonzero(counts == 0)), longest=int(rem.max(initial=0)),
             ))
             first = stop

@@ -1,7 +1,7 @@
-"""Elias–Fano coding of the index's sorted arrays, decoded only where a query looks.
+"""An index level's lookups: the coding of its postings by df, and the compiled searches over its shards.
 
-An index level is two monotone integer sequences, and both are stored Elias–Fano coded
-(Elias 1974, Fano 1971; as in Vigna, "Quasi-succinct indices", WSDM 2013):
+A level is stored one file per shard, and each file is Elias–Fano sequences
+(``eliasfano.py``) and a packed array (``packing.py``):
 
 * the **keys**: the sorted keyed n-gram hashes of one shard, minus the shard's base
   (a shard holds one hash range), in a universe of 2^64 / shards;
@@ -26,21 +26,13 @@ An index level is two monotone integer sequences, and both are stored Elias–Fa
     which cost about ``2 + log2(D / df)`` bits each, down to two bits for a word in every
     document (``_locate``).
 
-A sequence of ``n`` values below ``u`` keeps the low ``L = floor(log2(u / n))`` bits of
-each value in a packed array and the high bits in unary (a one per value, a zero closing
-each of the ``u >> L`` buckets), about ``L + 2`` bits per value, the minimum to within
-half a bit. Every 256th zero's position is sampled, so finding bucket ``h`` scans at most
-256 zeros (a few words). Nothing is decoded up front: a lookup touches the words of the
-buckets it visits, and ``decode_range`` decodes only the rows a query asks for. The code
-is exact: every value round-trips (``tests/test_index_scale.py``).
-
-The kernels are compiled with numba: these bit-level loops are per element and cannot be
-expressed as whole-array numpy operations.
+The coding (``encode_posting_classes``) and the searches (``ShardedLevel``) live together
+because each search follows the coding step by step: a row's flag, its rank, its class.
+The searches are compiled with numba, over all of a level's shards in one call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Sequence, Union
 
 import numba as nb
@@ -49,383 +41,26 @@ from numba import types
 from numba.extending import intrinsic
 
 from ... import _kernels  # noqa: F401  (announces a compile of these kernels)
-from ..bits import popcount, prefetch, select, trailing_zeros
+from ..bits import prefetch
+from .eliasfano import (
+    KEY_SAMPLE_SHIFT,
+    EliasFano,
+    Layout,
+    _decode_from,
+    _find_one,
+    _row_bounds_one,
+    _sample,
+    _sample_at,
+    empty_sequence,
+    encode,
+)
+from .packing import Packed, PackedArray, _rank_entry, flag_rank, flag_words_length, pack_into, read_packed
 
 #: What the compiled loops pass around as integers: Python ints in, numpy int64 inside.
 Int = Union[int, np.int64]
 
-#: log2 of the zeros between two samples: 256 (1/4 bit per bucket) by default; 128 (1/2
-#: bit per bucket) where lookups dominate, as for the keys, so a bucket is found within a
-#: cache line or two (64 cost the full corpus 2.2 MB more).
-SAMPLE_SHIFT = 8
-KEY_SAMPLE_SHIFT = 7
 _U1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_LOW32 = np.uint64(0xFFFFFFFF)
-#: Bits of a high part up to which its samples are stored as uint32s, two to a word: a
-#: sample is a position in the high part, and 32 bits halve the samples' 4.6 MB on the full corpus.
-_NARROW_SAMPLES = 1 << 32
-
-
-#: Values of one row walked one by one before ``row_bounds`` searches for the row's end.
-_SHORT_LIST = 16
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The parameters of one coded sequence: count, low bits, buckets and word counts."""
-
-    count: int
-    low_bits: int
-    buckets: int
-    sample_shift: int = SAMPLE_SHIFT
-
-    def __post_init__(self) -> None:
-        if min(self.count, self.buckets - 1) < 0 or not 0 <= self.low_bits <= 63 or not 1 <= self.sample_shift <= 16:
-            raise ValueError(f"invalid Elias-Fano layout {self}")
-
-    @classmethod
-    def for_values(cls, count: int, universe: int, sample_shift: int = SAMPLE_SHIFT) -> "Layout":
-        """The smallest layout for ``count`` values below ``universe`` (a Python int, up to 2^64).
-
-        Elias-Fano's usual low width, floor(log2(universe / count)), is the best without
-        samples; the samples cost a bit per 2^``sample_shift`` buckets, so one low bit more
-        (half the buckets) can be smaller in all. Both are tried and the fewer words kept.
-        """
-        if count < 0 or universe < 1:
-            raise ValueError(f"invalid Elias-Fano layout: {count} values below {universe}")
-        usual = min(63, max(0, (universe // max(1, count)).bit_length() - 1))
-        candidates = [
-            cls(count, low_bits, ((universe - 1) >> low_bits) + 1, sample_shift) for low_bits in {usual, min(63, usual + 1)}
-        ]
-        return min(candidates, key=lambda layout: (layout.words, layout.low_bits))
-
-    @property
-    def low_words(self) -> int:
-        return (self.count * self.low_bits + 63) // 64 + 1
-
-    @property
-    def high_words(self) -> int:
-        return (self.count + self.buckets + 63) // 64 + 1
-
-    @property
-    def samples(self) -> int:
-        return ((self.buckets - 1) >> self.sample_shift) + 1
-
-    @property
-    def sample_words(self) -> int:
-        """Two 32-bit samples to a word when the high part's positions fit (``_sample``), else one."""
-        return (self.samples + 1) // 2 if self.high_words << 6 <= _NARROW_SAMPLES else self.samples
-
-    @property
-    def words(self) -> int:
-        return self.low_words + self.high_words + self.sample_words
-
-    def to_dict(self) -> dict[str, int]:
-        return {"count": self.count, "low_bits": self.low_bits, "buckets": self.buckets, "sample_shift": self.sample_shift}
-
-
-@dataclass(frozen=True)
-class Packed:
-    """The layout of ``count`` values of ``width`` bits packed end to end (the df-1 rows' documents)."""
-
-    count: int
-    width: int
-
-    def __post_init__(self) -> None:
-        if self.count < 0 or not 1 <= self.width <= 63:
-            raise ValueError(f"invalid packed layout {self}")
-
-    @classmethod
-    def for_documents(cls, count: int, documents: int) -> "Packed":
-        """``count`` document numbers below ``documents``."""
-        return cls(count, max(1, (max(1, documents) - 1).bit_length()))
-
-    @property
-    def words(self) -> int:
-        return packed_words(self.count, self.width)
-
-    def to_dict(self) -> dict[str, int]:
-        return {"count": self.count, "width": self.width}
-
-
-@dataclass(frozen=True)
-class PackedArray:
-    """A read-only packed array over ``words`` (for example a memory-mapped slice)."""
-
-    layout: Packed
-    words: np.ndarray
-
-    def __post_init__(self) -> None:
-        if len(self.words) != self.layout.words:
-            raise ValueError(f"packed data has {len(self.words)} words, its layout needs {self.layout.words}")
-
-
-#: log2 of the rows per entry of a flag file's rank directory: 512 rows, 8 words, one cache line.
-_RANK_BLOCK_SHIFT = 9
-
-
-def flag_words(flags: np.ndarray) -> np.ndarray:
-    """The words of a flag file: one bit per row (bit ``r % 64`` of word ``r // 64``), then its
-    rank directory, the set bits before each block of 512 rows as uint32s, two to a word.
-
-    A row's rank among the set rows (``flag_rank``) is then one directory entry and the
-    popcounts of at most 8 words of the same cache line.
-    """
-    bits = np.packbits(np.asarray(flags, dtype=bool), bitorder="little")
-    words = np.concatenate([bits, np.zeros(-len(bits) % 8, dtype=np.uint8)]).view("<u8")
-    counts = np.bitwise_count(np.concatenate([words, np.zeros(-len(words) % 8, dtype=np.uint64)])).reshape(-1, 8).sum(axis=1)
-    before = (np.cumsum(counts) - counts).astype("<u4")
-    directory = np.concatenate([before, np.zeros(len(before) % 2, dtype="<u4")]).view("<u8")
-    return np.concatenate([words, directory])
-
-
-def flag_words_length(rows: int) -> int:
-    """Words of the flag file of ``rows`` rows (``flag_words``)."""
-    words = (rows + 63) >> 6
-    blocks = (words + 7) >> 3
-    return words + (blocks + 1) // 2
-
-
-@nb.njit(cache=True, nogil=True)
-def _rank_entry(rows: Int, row: Int) -> Int:
-    """The word of a flag file of ``rows`` rows that holds ``row``'s rank directory entry
-    (two uint32 entries to a word, after the flag words: ``flag_words``)."""
-    return ((rows + 63) >> 6) + (row >> (_RANK_BLOCK_SHIFT + 1))
-
-
-@nb.njit(cache=True, nogil=True)
-def flag_rank(flags: np.ndarray, rows: Int, row: Int) -> Int:
-    """Set flags among rows ``[0, row)`` of a flag file of ``rows`` rows (``flag_words``), ``row < rows``.
-
-    A damaged, unverified file gives a wrong rank at worst, never a read outside ``flags``.
-    """
-    block = row >> _RANK_BLOCK_SHIFT
-    entry = _rank_entry(rows, row)
-    if row < 0 or entry >= len(flags):
-        return np.int64(0)
-    rank = np.int64((flags[entry] >> np.uint64(32 * (block & 1))) & np.uint64(0xFFFFFFFF))
-    for word in range(block << (_RANK_BLOCK_SHIFT - 6), row >> 6):
-        rank += popcount(flags[word])
-    if row & 63:
-        rank += popcount(flags[row >> 6] & ((_U1 << np.uint64(row & 63)) - _U1))
-    return rank
-
-
-@nb.njit(cache=True, nogil=True)
-def _encode(
-    values: np.ndarray, low_bits: Int, buckets: Int, out: np.ndarray, low_words: Int, high_words: Int, sample_shift: Int
-) -> None:
-    n = len(values)
-    shift = np.uint64(low_bits)
-    mask = (_U1 << shift) - _U1 if low_bits else np.uint64(0)
-    high_base = low_words
-    for i in range(n):
-        value = values[i]
-        if low_bits:
-            bit = i * low_bits
-            word, offset = bit >> 6, bit & 63
-            low = value & mask
-            out[word] |= low << np.uint64(offset)
-            if offset + low_bits > 64:
-                out[word + 1] |= low >> np.uint64(64 - offset)
-        position = np.int64(value >> shift) + i
-        out[high_base + (position >> 6)] |= _U1 << np.uint64(position & 63)
-    sample_base = low_words + high_words
-    i = 0
-    for j in range(((buckets - 1) >> sample_shift) + 1):
-        bucket = j << sample_shift
-        while i < n and np.int64(values[i] >> shift) < bucket:
-            i += 1
-        word, offset, _ = _sample_at(high_base, sample_base, j)
-        out[word] |= np.uint64(i + bucket) << np.uint64(offset)
-
-
-@nb.njit(cache=True, nogil=True)
-def _sample_at(high_base: Int, sample_base: Int, sample: Int) -> tuple[Int, Int, np.uint64]:
-    """(word, bit shift, mask) of sample ``sample``: a uint32 half-word when the high part's
-    positions fit 32 bits (``Layout.sample_words``), else a whole word."""
-    if (sample_base - high_base) << 6 <= _NARROW_SAMPLES:
-        return sample_base + (sample >> 1), 32 * (sample & 1), _LOW32
-    return sample_base + sample, 0, _ALL
-
-
-@nb.njit(cache=True, nogil=True)
-def _sample(words: np.ndarray, high_base: Int, sample_base: Int, sample: Int) -> Int:
-    """The high-part position where the ``sample``-th sampled bucket's ones begin."""
-    word, shift, mask = _sample_at(high_base, sample_base, sample)
-    return np.int64((words[word] >> np.uint64(shift)) & mask)
-
-
-def encode(values: np.ndarray, universe: int, sample_shift: int = SAMPLE_SHIFT) -> tuple[Layout, np.ndarray]:
-    """Code sorted (non-decreasing) uint64 ``values``, all below ``universe``."""
-    values = np.ascontiguousarray(values, dtype=np.uint64)
-    layout = Layout.for_values(len(values), universe, sample_shift)
-    if len(values) and (int(values[-1]) >= universe or np.any(values[1:] < values[:-1])):
-        raise ValueError("Elias-Fano input must be sorted and below its universe")
-    words = np.zeros(layout.words, dtype=np.uint64)
-    _encode(values, layout.low_bits, layout.buckets, words, layout.low_words, layout.high_words, sample_shift)
-    return layout, words
-
-
-@nb.njit(cache=True, nogil=True)
-def _low(words: np.ndarray, low_bits: Int, rank: Int) -> np.uint64:
-    if low_bits == 0:
-        return np.uint64(0)
-    bit = rank * low_bits
-    word, offset = bit >> 6, bit & 63
-    if word < 0 or word + 1 >= len(words):  # only a damaged, unverified file gets here
-        return np.uint64(0)
-    value = words[word] >> np.uint64(offset)
-    if offset + low_bits > 64:
-        value |= words[word + 1] << np.uint64(64 - offset)
-    return value & ((_U1 << np.uint64(low_bits)) - _U1)
-
-
-@nb.njit(cache=True, nogil=True)
-def _bucket_start(words: np.ndarray, high_base: Int, sample_base: Int, shift: Int, bucket: Int) -> Int:
-    """Bit position (relative to the high part) where bucket ``bucket``'s ones begin.
-
-    Every scan stops at the end of the high part, so a damaged file read without
-    verification gives wrong answers at worst, never a read outside the mapped words.
-    """
-    limit = sample_base - high_base
-    sample = bucket >> shift
-    position = _sample(words, high_base, sample_base, sample)
-    need = bucket - (sample << shift)
-    word_no = position >> 6
-    if need == 0 or word_no >= limit or position < 0:
-        end = limit << 6
-        return end if position > end else (position if position > 0 else np.int64(0))
-    zeros = (~words[high_base + word_no]) >> np.uint64(position & 63)
-    base = position
-    while True:
-        count = popcount(zeros)
-        if count >= need:
-            return base + select(zeros, need - 1) + 1
-        need -= count
-        word_no += 1
-        if word_no >= limit:
-            return limit << 6
-        base = word_no << 6
-        zeros = ~words[high_base + word_no]
-
-
-@nb.njit(cache=True, nogil=True)
-def _next_bit(words: np.ndarray, high_base: Int, sample_base: Int, position: Int, one: bool) -> Int:
-    """Position of the first one (or zero) at or after ``position`` in the high part, or its end."""
-    limit = sample_base - high_base
-    word_no = position >> 6
-    if word_no >= limit:
-        return limit << 6
-    flip = np.uint64(0) if one else _ALL
-    bits = (words[high_base + word_no] ^ flip) >> np.uint64(position & 63)
-    if bits:
-        return position + trailing_zeros(bits)
-    word_no += 1
-    while word_no < limit and words[high_base + word_no] ^ flip == 0:
-        word_no += 1
-    if word_no >= limit:
-        return limit << 6
-    return (word_no << 6) + trailing_zeros(words[high_base + word_no] ^ flip)
-
-
-@nb.njit(cache=True, nogil=True)
-def _lower_bound(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, value: np.uint64
-) -> tuple[Int, Int]:
-    """(rank of the first value >= ``value``, a high-part position at or before that value's one).
-
-    The position is the value's own one when it lies in ``value``'s bucket, else the zero
-    that closes the bucket; the next one from there is the value's. Past the last bucket
-    the rank is ``count`` and the position -1.
-    """
-    high = value >> np.uint64(low_bits)
-    if high >= np.uint64(buckets):
-        return count, -1
-    bucket = np.int64(high)
-    start = _bucket_start(words, high_base, sample_base, shift, bucket)
-    end = _next_bit(words, high_base, sample_base, start, False)
-    target = value & ((_U1 << np.uint64(low_bits)) - _U1) if low_bits else np.uint64(0)
-    rank = start - bucket
-    for position in range(start, end):
-        if _low(words, low_bits, rank) >= target:
-            return rank, position
-        rank += 1
-    return rank, end
-
-
-@nb.njit(cache=True, nogil=True)
-def _find_one(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, value: np.uint64
-) -> Int:
-    """Rank of ``value`` among the (distinct) values, or -1 where it is absent.
-
-    The first value >= ``value`` is ``value`` itself exactly when ``_lower_bound`` stopped
-    on a one (a value of ``value``'s bucket, not the zero closing it) with equal low bits.
-    """
-    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, value)
-    if rank >= count or position < 0 or position >= (sample_base - high_base) << 6:
-        return -1
-    if not (words[high_base + (position >> 6)] >> np.uint64(position & 63)) & _U1:
-        return -1
-    target = value & ((_U1 << np.uint64(low_bits)) - _U1) if low_bits else np.uint64(0)
-    return rank if _low(words, low_bits, rank) == target else -1
-
-
-@nb.njit(cache=True, nogil=True)
-def _find_many(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int, needles: np.ndarray
-) -> np.ndarray:
-    ranks = np.empty(len(needles), dtype=np.int64)
-    for i in range(len(needles)):
-        ranks[i] = _find_one(words, count, low_bits, buckets, high_base, sample_base, shift, needles[i])
-    return ranks
-
-
-@nb.njit(cache=True, nogil=True)
-def _row_bounds_one(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
-    row: Int, width: np.uint64, cap: Int,
-) -> tuple[Int, Int]:
-    """The ranks [start, stop) of the values in [row * width, (row + 1) * width).
-
-    With ``cap`` > 0 the stop is at most ``start + cap``: the df capped at ``cap``, which is
-    all a threshold ``k <= cap`` needs, and found without searching for the row's end.
-    """
-    low = np.uint64(row) * width
-    high = low + width
-    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, low)
-    # Most lists are short: walk the values from the first on, then search if it is long.
-    walk = _SHORT_LIST if cap <= 0 or cap > _SHORT_LIST else cap
-    low_shift = np.uint64(low_bits)
-    stop = rank
-    while stop < count and stop - rank < walk:
-        position = _next_bit(words, high_base, sample_base, position + 1 if stop > rank else position, True)
-        if (np.uint64(position - stop) << low_shift) | _low(words, low_bits, stop) >= high:
-            break
-        stop += 1
-    if stop < count and stop - rank == _SHORT_LIST and walk == _SHORT_LIST:
-        stop = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, high)[0]
-        if cap > 0:  # a cap above the walk: the end was searched, the df is still capped
-            stop = min(stop, rank + cap)
-    return rank, stop
-
-
-@nb.njit(cache=True, nogil=True)
-def _row_bounds(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
-    rows: np.ndarray, width: np.uint64,
-) -> tuple[np.ndarray, np.ndarray]:
-    """For each row, the ranks [start, stop) of the values in [row * width, (row + 1) * width)."""
-    starts = np.zeros(len(rows), dtype=np.int64)
-    stops = np.zeros(len(rows), dtype=np.int64)
-    for i in range(len(rows)):
-        if rows[i] >= 0:
-            starts[i], stops[i] = _row_bounds_one(
-                words, count, low_bits, buckets, high_base, sample_base, shift, rows[i], width, 0
-            )
-    return starts, stops
 
 
 @intrinsic
@@ -616,21 +251,6 @@ def _posting_bounds(
             df[i] = stop - start
 
 
-@nb.njit(cache=True, nogil=True)
-def _decode_from(
-    words: np.ndarray, count: Int, low_bits: Int, buckets: Int, high_base: Int, sample_base: Int, shift: Int,
-    value: np.uint64, length: Int,
-) -> np.ndarray:
-    """The ``length`` values from the first one >= ``value`` on."""
-    out = np.empty(length, dtype=np.uint64)
-    if length == 0:
-        return out
-    rank, position = _lower_bound(words, count, low_bits, buckets, high_base, sample_base, shift, value)
-    low_shift = np.uint64(low_bits)
-    for j in range(length):
-        position = _next_bit(words, high_base, sample_base, position + 1 if j else position, True)
-        out[j] = (np.uint64(position - rank - j) << low_shift) | _low(words, low_bits, rank + j)
-    return out
 
 
 @nb.njit(cache=True, nogil=True)
@@ -653,7 +273,7 @@ def _rows_documents(
     at = 0
     for i in range(len(rows)):
         if classes[i] == _SINGLE:
-            documents[at] = np.int64(_low(_words(single_table, shards[i]), single_widths[shards[i]], ranks[i]))
+            documents[at] = np.int64(read_packed(_words(single_table, shards[i]), single_widths[shards[i]], ranks[i]))
             at += 1
             continue
         q = posting_params[classes[i], shards[i]]
@@ -663,56 +283,6 @@ def _rows_documents(
         at += lengths[i]
     return lengths, documents
 
-
-class EliasFano:
-    """A read-only coded sequence over ``words`` (for example a memory-mapped slice)."""
-
-    def __init__(self, layout: Layout, words: np.ndarray) -> None:
-        if len(words) != layout.words:
-            raise ValueError(f"Elias-Fano data has {len(words)} words, its layout needs {layout.words}")
-        self.layout = layout
-        self.words = words
-        self._args = (
-            words,
-            layout.count,
-            layout.low_bits,
-            layout.buckets,
-            layout.low_words,
-            layout.low_words + layout.high_words,
-            layout.sample_shift,
-        )
-
-    def __len__(self) -> int:
-        return self.layout.count
-
-    @property
-    def params(self) -> tuple[int, int, int, int, int, int]:
-        """The layout as the compiled searches take it: count, low bits, buckets, the high
-        and sample parts' first words, the sample shift."""
-        return self._args[1:]
-
-    def find(self, needles: np.ndarray) -> np.ndarray:
-        """Rank of each needle among the (distinct) values, or -1 where it is absent."""
-        return _find_many(*self._args, np.ascontiguousarray(needles, dtype=np.uint64))
-
-    def row_bounds(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rank bounds of each row's values in ``[row * width, (row + 1) * width)``; rows < 0 give (0, 0)."""
-        return _row_bounds(*self._args, np.ascontiguousarray(rows, dtype=np.int64), np.uint64(width))
-
-    def decode_from(self, value: int, length: int) -> np.ndarray:
-        """``length`` consecutive values starting at the first value >= ``value``."""
-        return _decode_from(*self._args, np.uint64(value), length)
-
-    def decode_all(self) -> np.ndarray:
-        return self.decode_from(0, self.layout.count)
-
-
-@lru_cache(maxsize=1)
-def empty_sequence() -> EliasFano:
-    """A sequence of no values (the rare rows' class, which needs no row numbers, has these);
-    made on first use, since coding it compiles the encoder and every spaCy pipeline imports this module."""
-    layout, words = encode(np.zeros(0, dtype=np.uint64), 1)
-    return EliasFano(layout, words)
 
 
 class ShardedLevel:
@@ -879,57 +449,3 @@ def encode_rows(df: np.ndarray, postings: np.ndarray, width: int) -> tuple[Layou
     (a delta's, which answers through ``EliasFano.row_bounds``)."""
     rows = np.repeat(np.arange(len(df), dtype=np.uint64), np.asarray(df, dtype=np.int64))
     return encode(rows * np.uint64(width) + np.asarray(postings, dtype=np.uint64), max(1, len(df) * width))
-
-
-# --- fixed-width packing (the forward store) --------------------------------------------
-
-
-@nb.njit(cache=True, nogil=True)
-def _pack_into(words: np.ndarray, first: Int, values: np.ndarray, width: Int) -> None:
-    mask = (_U1 << np.uint64(width)) - _U1
-    for i in range(len(values)):
-        bit = (first + i) * width
-        word, offset = bit >> 6, bit & 63
-        value = values[i] & mask
-        words[word] |= value << np.uint64(offset)
-        if offset + width > 64:
-            words[word + 1] |= value >> np.uint64(64 - offset)
-
-
-@nb.njit(cache=True, nogil=True)
-def _unpack(words: np.ndarray, start_bit: Int, count: Int, width: Int) -> np.ndarray:
-    out = np.empty(count, dtype=np.uint64)
-    mask = (_U1 << np.uint64(width)) - _U1
-    for i in range(count):
-        bit = start_bit + i * width
-        word, offset = bit >> 6, bit & 63
-        value = words[word] >> np.uint64(offset)
-        if offset + width > 64:
-            value |= words[word + 1] << np.uint64(64 - offset)
-        out[i] = value & mask
-    return out
-
-
-def packed_words(count: int, width: int) -> int:
-    """Words that hold ``count`` values of ``width`` bits (one spare, as the low part of a sequence)."""
-    return (count * width + 63) // 64 + 1
-
-
-def pack_into(words: np.ndarray, first: int, values: np.ndarray, width: int) -> None:
-    """OR ``values`` (each below ``2 ** width``) into zeroed ``words`` as values ``first``, ``first + 1``, ...
-
-    Consecutive calls with ascending ``first`` pack a long sequence piece by piece.
-    """
-    if not 1 <= width <= 63:
-        raise ValueError(f"packed width must be 1..63 bits, got {width}")
-    values = np.ascontiguousarray(values, dtype=np.uint64)
-    if len(values) and int(values.max()) >> width:
-        raise ValueError(f"a value does not fit {width} bits")
-    _pack_into(words, first, values, width)
-
-
-def unpack(words: np.ndarray, start_bit: int, count: int, width: int) -> np.ndarray:
-    """``count`` values of ``width`` bits packed from bit ``start_bit`` of ``words`` on."""
-    if start_bit < 0 or count < 0 or start_bit + count * width > 64 * (len(words) - 1):
-        raise ValueError(f"{count} values from bit {start_bit} are outside the packed words")
-    return _unpack(np.ascontiguousarray(words, dtype=np.uint64), start_bit, count, width)
