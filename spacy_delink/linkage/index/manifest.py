@@ -186,8 +186,10 @@ class IndexManifest:
             base_documents=deltas[0]["first_document"] if deltas else manifest["documents"],
             readings=readings,
             ids_sha256=ids_sha256 if isinstance(ids_sha256, str) else None,
-            arrays=tuple(ArraySpec(name, **{f: specs[name][f] for f in ("dtype", "length", "bytes", "sha256")})
-                         for name in required_arrays(manifest)),
+            arrays=tuple(
+                ArraySpec(name, specs[name]["dtype"], specs[name]["length"], specs[name]["bytes"], specs[name]["sha256"])
+                for name in required_arrays(manifest)
+            ),
             doc_id_digests=(DOC_ID_DIGESTS, *(f"{d['name']}/{DOC_ID_DIGESTS}" for d in deltas)),
             levels=levels,
             deltas=tuple(DeltaSegment(d["first_document"], d["documents"]) for d in deltas),
