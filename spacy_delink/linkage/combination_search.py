@@ -66,7 +66,7 @@ def _triple_scan(
     ordered: bool,
     among: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 3's search, compiled: every triple from its rarest member ``a``, within ``a``'s documents.
+    """Step 3's search (``combinations``), compiled: every triple from its rarest member ``a``, within ``a``'s documents.
 
     A partner b of ``a`` needs |a∩b| >= k (else the triple holds a linkable or empty pair)
     and |a∩b| < df_a + k - (a's smallest overlap) (else no c brings the bound below k); a
@@ -218,7 +218,7 @@ def _minimal_triples(
     ordered: bool = True,
     among: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Linkable triples all of whose pairs have support >= k (see module docstring, step 3).
+    """Linkable triples all of whose pairs have support >= k (``combinations``, step 3).
 
     With ``flagged`` (bool per candidate), only triples whose flagged member — the lowest
     ``rank`` — is not flagged yet are kept, and ``flagged`` is updated as they are found.
