@@ -206,7 +206,7 @@ def _improve(
     return picked
 
 
-def lazy_triples(
+def _lazy_triples(
     combos: Joint, removed: np.ndarray, solve: Callable[[list[np.ndarray], np.ndarray], np.ndarray]
 ) -> np.ndarray:
     """Extend a cover of the pairs to the triples the survivors still hold, until they hold none.
@@ -236,7 +236,7 @@ def min_cover(combos: Joint, instance: Instance, weight: np.ndarray, free: np.nd
     graph = _Hypergraph([pairs.astype(np.int64)] if len(pairs) else [], weight, free)
     starts = [graph.improve(graph.greedy(free)), graph.improve(graph.local_ratio(free))]
     removed = min(starts, key=instance.cost)
-    opened = graph.edges  # the open edges so far: lazy_triples only appends to its list
+    opened = graph.edges  # the open edges so far: _lazy_triples only appends to its list
 
     def solve(edges: list[np.ndarray], removed: np.ndarray) -> np.ndarray:
         nonlocal opened
@@ -244,12 +244,12 @@ def min_cover(combos: Joint, instance: Instance, weight: np.ndarray, free: np.nd
         opened = grown.edges
         return grown.improve(grown.greedy(removed))
 
-    removed = lazy_triples(combos, removed, solve)
+    removed = _lazy_triples(combos, removed, solve)
     paper = free | _paper_pair_flags(combos, pairs)
     cost = instance.cost(removed)
     if cost <= instance.cost(paper):  # the paper's triples only add to its cost (a superset costs no less)
         return removed
-    paper = lazy_triples(combos, paper, lambda edges, removed: _paper_flags(combos, edges, removed))
+    paper = _lazy_triples(combos, paper, lambda edges, removed: _paper_flags(combos, edges, removed))
     return removed if cost <= instance.cost(paper) else paper
 
 
