@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
-from spacy_delink.linkage import combinations
+from spacy_delink.linkage import combination_search as combinations
 from spacy_delink.linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text, detect
 from spacy_delink.linkage.combinations import CombinationAnalysis, analyze_combinations, check_arity
 from spacy_delink.linkage.ngrams import analyze

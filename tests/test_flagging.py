@@ -16,8 +16,8 @@ import spec_oracle
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.attack import Detection
 from spacy_delink.linkage.attack import detect as detect_readings
-from spacy_delink.linkage import cover
-from spacy_delink.linkage.cover import STRATEGIES, check_strategy
+from spacy_delink.linkage.cover import heuristics as cover
+from spacy_delink.linkage.strategies import STRATEGIES, check_strategy
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop, RewriteResult

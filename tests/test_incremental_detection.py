@@ -21,7 +21,7 @@ import spacy
 import spec_oracle
 from spacy_delink.linkage import attack
 from spacy_delink.linkage.attack import Detection, ReadingDetection, detect
-from spacy_delink.linkage.cover import STRATEGIES
+from spacy_delink.linkage.strategies import STRATEGIES
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop

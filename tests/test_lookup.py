@@ -27,7 +27,8 @@ from spacy_delink.linkage.index.format import sign
 from spacy_delink.linkage.index.keys import KeyFile
 from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.attack import assess_text
-from spacy_delink.linkage.ngrams import analyze, ngram_records
+from spacy_delink.linkage.ngrams import analyze
+from spacy_delink.linkage.records import ngram_records
 from spacy_delink.linkage.tokenize import LinkageRules
 from test_tokenization import texts
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from spacy_delink.cli import app
 from spacy_delink.errors import DelinkError
 from spacy_delink.linkage.attack import Detection, detect
-from spacy_delink.linkage.cover import STRATEGIES
+from spacy_delink.linkage.strategies import STRATEGIES
 from spacy_delink.linkage.tokenize import Tokenizer
 from spacy_delink.rewrite.masking import mask_ranges, one_mask_per_stretch
 from test_combinations import SAMPLES, build, phrase_texts

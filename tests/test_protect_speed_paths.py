@@ -14,7 +14,8 @@ import itertools
 import numpy as np
 import pytest
 
-from spacy_delink.linkage import combinations, cover
+from spacy_delink.linkage import candidate_matrix as combinations
+from spacy_delink.linkage.cover import heuristics as cover
 from spacy_delink.linkage.stabbing import stab
 
 

@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import DelinkError, InputError
 from ..linkage.search_form import fold_text
 from .collection import NUMBER_FIELD, TEXT_FIELD, index_collection
-from ..linkage.tokenize import SPACELESS_SCRIPTS, script_table
+from ..linkage.characters import SPACELESS_SCRIPTS, script_table
 from .proximity import DEFAULT_MAX_GAP, DEFAULT_WIDEST_SLOP, PositionalIndex, bridges
 
 #: tantivy's default text analysis, spelled out, for the exact reading.

@@ -16,14 +16,16 @@ import numba as nb
 import numpy as np
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
-from .combinations import CombinationAnalysis, analyze_combinations, check_arity, combination_records
-from .cover import DEFAULT_STRATEGY, Cover, check_strategy, choose
-from .gap import GapAnalysis, analyze_gap, bridge_records
+from .combinations import CombinationAnalysis, analyze_combinations, check_arity
+from .cover import Cover, choose
+from .gap import GapAnalysis, analyze_gap
 from .index import CorpusIndex
-from .ngrams import LinkageAnalysis, alternate_analysis, analyze, ngram_records
+from .ngrams import LinkageAnalysis, alternate_analysis, analyze
 from .readings import DEFAULT_READINGS, unread_scripts, warn_unread
-from .units import Units
+from .records import assess_record
 from .scores import risk_from_anonymity
+from .strategies import DEFAULT_STRATEGY, check_strategy
+from .units import Units
 
 DEFAULT_MAX_COMBINATIONS = 1000
 
@@ -355,52 +357,4 @@ def assess_text(
         index, text, k, arity, max_combinations=max_combinations, exact_frequent=arity >= 2, readings=readings, source=source,
         carried=carried,
     )
-    record = {
-        "id": doc_id,
-        "k": k,
-        "arity": arity,
-        "readings": list(detection.readings),
-        "linkage_risk": detection.linkage_risk,
-        "anonymity": detection.anonymity,
-        "ngrams": phrase_records(detection),
-        "combinations": _merged_combination_records(detection, max_combinations),
-        "combination_linkable": detection.combination_linkable,
-        "unread_scripts": detection.unread_scripts,
-    }
-    if "gap" in detection.readings:
-        gap = detection.part("gap").analysis
-        assert isinstance(gap, GapAnalysis)
-        record["gap"] = {"max_gap": gap.max_gap, "source": gap.source_rule}
-    return record
-
-
-def phrase_records(detection: Detection) -> list[dict[str, Any]]:
-    """The ``ngrams`` list of a record: every reading's minimal linkable n-grams and the gap
-    reading's minimal linkable bridges (SPEC §9, with their slop and rule), by start then end."""
-    records = ngram_records([part.analysis for part in detection.parts if isinstance(part.analysis, LinkageAnalysis)])
-    for part in detection.parts:
-        if isinstance(part.analysis, GapAnalysis):
-            records = sorted(records + bridge_records(part.analysis), key=lambda r: (r["start"], r["end"]))
-    return records
-
-
-def _merged_combination_records(detection: Detection, max_combinations: int) -> list[dict[str, Any]]:
-    """The head of every reading's combinations together, in SPEC §5's order (size, support,
-    start offsets), capped at ``max_combinations``; one that several readings find with the same
-    members is one record naming them, with its smallest support. Each reading's own head holds
-    its first ``max_combinations``, so the head of their union is among them."""
-    merged: dict[tuple[tuple[int, int], ...], dict[str, Any]] = {}
-    for part in detection.parts:
-        if part.combinations is None:
-            continue
-        for record in combination_records(detection.text, part.combinations, max_combinations):
-            members = tuple((m["start"], m["end"]) for m in record["members"])
-            known = merged.get(members)
-            if known is None:
-                merged[members] = {**record, "readings": [part.reading]}
-            else:
-                known["support"] = min(known["support"], record["support"])
-                if part.reading not in known["readings"]:  # the search reading's two tables name it once
-                    known["readings"].append(part.reading)
-    ordered = sorted(merged.values(), key=lambda r: (len(r["members"]), r["support"], [m["start"] for m in r["members"]]))
-    return ordered[:max_combinations]
+    return assess_record(detection, doc_id, max_combinations)

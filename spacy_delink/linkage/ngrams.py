@@ -13,7 +13,7 @@ index's own reduction (see ``index.builder``) and it is lossless for every k ≥
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -326,13 +326,3 @@ def reading_names(bits: int) -> list[str]:
 
 #: ``reading_names`` of every bit set, made once (a report names them for every span).
 _READING_NAMES = [tuple(reading for i, reading in enumerate(READINGS) if bits >> i & 1) for bits in range(1 << len(READINGS))]
-
-
-def ngram_records(analyses: Sequence[LinkageAnalysis]) -> list[dict[str, Any]]:
-    """The ``ngrams`` list of ``delink assess``: the minimal linkable sets of every reading, with offsets."""
-    columns = {name: column.tolist() for name, column in minimal_across(analyses).items()}
-    text = analyses[0].text if analyses else ""
-    return [
-        {"start": start, "end": end, "text": text[start:end], "support": support, "readings": reading_names(bits)}
-        for start, end, support, bits in zip(columns["start"], columns["end"], columns["support"], columns["readings"])
-    ]

@@ -82,7 +82,7 @@ def unread_scripts(codes: np.ndarray, split: bool) -> list[str]:
     Such a text is one token per clause to the index: nothing in it can be linkable, which
     says nothing of what an engine finds, so it is never reported protected.
     """
-    from .tokenize import SPACELESS_SCRIPTS, script_table
+    from .characters import SPACELESS_SCRIPTS, script_table
 
     table, names = script_table()
     found = table[codes]
@@ -95,7 +95,7 @@ def unread_scripts(codes: np.ndarray, split: bool) -> list[str]:
 
 def unread_message(scripts: Iterable[str], readings: Iterable[str]) -> str:
     """The one-line warning for a text with ``unread_scripts``: what, why, and the fix."""
-    from .tokenize import SPACELESS_SCRIPTS
+    from .characters import SPACELESS_SCRIPTS
 
     names = list(scripts)
     split = {name for _, _, name in SPACELESS_SCRIPTS}

@@ -2,10 +2,9 @@
 
 The index and the queries must tokenize identically, so this module is the single
 implementation of tokens, search forms, breaking gaps and masks. Characters are
-classified by one table lookup each and tokens and gaps are found in one compiled
-pass (``_scan_codes``, numba) because the index build runs it over hundreds of millions
-of characters: in Python, or as several numpy passes with temporaries, it is 5–40x
-slower. Raw token strings are only made when asked for (``Tokens.raw``).
+classified by one table lookup each (``characters``) and tokens and gaps are found in one
+compiled pass per reading (``token_scan``, numba). Raw token strings are only made when
+asked for (``Tokens.raw``).
 
 Readings of the SPEC where it leaves room (each the one that finds more linkages, or
 the only literal one, and each covered by ``tests/test_tokenization.py``):
@@ -28,13 +27,11 @@ the only literal one, and each covered by ``tests/test_tokenization.py``):
 """
 from __future__ import annotations
 
-import os
 import re
-from abc import ABC, abstractmethod
 import unicodedata
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from functools import cached_property, lru_cache
-from pathlib import Path
+from functools import cached_property
 from typing import Any
 
 import numba as nb
@@ -42,7 +39,9 @@ import numpy as np
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
 from ..errors import InputError
+from .characters import _char_classes, _spaceless_kinds
 from .search_form import alternate_table, fold_codes, fold_table
+from .token_scan import _mark_ranges, _scan_codes, _scan_search
 
 DEFAULT_BREAK_CHARS = '.,;:!?()[]{}"“”„«»…'
 #: SPEC §2's defaults. ``\*\*\*+`` is the SPEC's ``\*{3,}`` spelled with a literal prefix,
@@ -51,8 +50,6 @@ DEFAULT_MASK_PATTERNS: tuple[str, ...] = (r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z
 #: A gap that is exactly one of these characters does not break (``3.5``, ``1,234``, ``U.S``).
 DEFAULT_NON_BREAKING_SINGLE = ".,"
 MAX_SUPPORTED_N = 32
-
-_OTHER, _WORD, _BREAK = 0, 1, 2
 
 
 #: The widest ``max_gap`` (SPEC §9's G) the gap reading's kernels take.
@@ -124,106 +121,6 @@ class LinkageRules:
         return self.max_n + self.max_n_chars
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink"
-
-
-@lru_cache(maxsize=1)
-def _word_chars() -> np.ndarray:
-    """Bool per code point: ``str.isalnum()`` or a combining mark (SPEC §1).
-
-    ``[^\\W_]`` matches exactly the characters for which ``str.isalnum()`` is true; marks
-    need ``unicodedata.category`` per code point (~0.3 s), so the table is cached on disk
-    per Unicode database version.
-    """
-    cache = _cache_dir() / f"wordchars-{unicodedata.unidata_version}.npy"
-    try:
-        return np.unpackbits(np.load(cache))[:0x110000].astype(bool)
-    except (OSError, ValueError):
-        pass  # no usable cache yet: scan once and write it
-    every_char = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
-    table = np.zeros(0x110000, dtype=bool)
-    for match in re.finditer(r"[^\W_]+", every_char):
-        table[match.start() : match.end()] = True
-    category = unicodedata.category
-    for cp, ch in enumerate(every_char):
-        if category(ch)[0] == "M":
-            table[cp] = True
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp.npy")
-        np.save(tmp, np.packbits(table))
-        os.replace(tmp, cache)
-    except OSError:
-        pass  # a read-only home only costs the 0.3 s scan again next time
-    return table
-
-
-@lru_cache(maxsize=8)
-def _char_classes(break_chars: str) -> np.ndarray:
-    """A uint8 class per code point: word character, break character, or other."""
-    table = _word_chars().astype(np.uint8) * _WORD
-    for ch in break_chars:
-        if table[ord(ch)] == _WORD:
-            raise InputError(f"break character {ch!r} is a word character; remove it from break_chars")
-        table[ord(ch)] = _BREAK
-    return table
-
-
-#: SPEC §8's scripts written without spaces, as inclusive code point ranges: under the search
-#: reading each of their letters is a search token of its own (a Hangul syllable, which the
-#: search form spells as its jamo, one token). Their decimal digits are not listed: a number
-#: reads as one token, as an engine reads it.
-SPACELESS_SCRIPTS: tuple[tuple[int, int, str], ...] = (
-    (0x0E01, 0x0E5B, "Thai"), (0x0E81, 0x0EDF, "Lao"), (0x1000, 0x109F, "Myanmar"), (0x1100, 0x11FF, "Hangul"),
-    (0x1780, 0x17FF, "Khmer"), (0x19E0, 0x19FF, "Khmer"), (0x2E80, 0x2FDF, "Han"), (0x3005, 0x3007, "Han"),
-    (0x3021, 0x3029, "Han"), (0x3038, 0x303B, "Han"), (0x3041, 0x309F, "Hiragana"), (0x30A0, 0x30FF, "Katakana"),
-    (0x3131, 0x318E, "Hangul"), (0x31F0, 0x31FF, "Katakana"), (0x3400, 0x4DBF, "Han"), (0x4E00, 0x9FFF, "Han"),
-    (0xA960, 0xA97F, "Hangul"), (0xA9E0, 0xA9FF, "Myanmar"), (0xAA60, 0xAA7F, "Myanmar"), (0xAC00, 0xD7A3, "Hangul"),
-    (0xD7B0, 0xD7FF, "Hangul"), (0xF900, 0xFAFF, "Han"), (0xFF66, 0xFF9F, "Katakana"), (0xFFA1, 0xFFDC, "Hangul"),
-    (0x1AFF0, 0x1AFFF, "Katakana"), (0x1B000, 0x1B16F, "Hiragana"), (0x20000, 0x2FA1F, "Han"), (0x30000, 0x323AF, "Han"),
-)
-#: Scripts also written without spaces that no reading splits into characters (SPEC §8 names
-#: the eight above): a text holding their letters is never reported protected.
-UNSPLIT_SCRIPTS: tuple[tuple[int, int, str], ...] = (
-    (0x1950, 0x197F, "Tai Le"), (0x1980, 0x19DF, "New Tai Lue"), (0x1A00, 0x1A1F, "Buginese"), (0x1A20, 0x1AAF, "Tai Tham"),
-    (0x1B00, 0x1B7F, "Balinese"), (0xA000, 0xA4CF, "Yi"), (0xA980, 0xA9DF, "Javanese"), (0x17000, 0x18AFF, "Tangut"),
-    (0x1B170, 0x1B2FF, "Nushu"),
-)
-_ORDINARY, _SPACELESS, _HANGUL, _MARK = 0, 1, 2, 3
-
-
-@lru_cache(maxsize=1)
-def script_table() -> tuple[np.ndarray, tuple[str, ...]]:
-    """A uint8 per code point: 0, or 1 + the index in the names of the script written without
-    spaces whose letter (a letter, mark or letter number) it is; and those names. The
-    ``SPACELESS_SCRIPTS`` come first, then the ``UNSPLIT_SCRIPTS``."""
-    names = tuple(dict.fromkeys(name for _, _, name in SPACELESS_SCRIPTS + UNSPLIT_SCRIPTS))
-    table = np.zeros(0x110000, dtype=np.uint8)
-    category = unicodedata.category
-    for first, last, name in SPACELESS_SCRIPTS + UNSPLIT_SCRIPTS:
-        number = names.index(name) + 1
-        for cp in range(first, last + 1):
-            kind = category(chr(cp))
-            if kind[0] in "LM" or kind == "Nl":
-                table[cp] = number
-    return table, names
-
-
-@lru_cache(maxsize=1)
-def _spaceless_kinds() -> np.ndarray:
-    """A uint8 per code point: ``_ORDINARY``, ``_SPACELESS`` (a token of its own), ``_HANGUL``
-    (under the search reading, a token with the other characters its syllable folded to) or
-    ``_MARK`` (a combining mark of those scripts: part of the token before it)."""
-    table, names = script_table()
-    split = np.isin(table, [names.index(name) + 1 for _, _, name in SPACELESS_SCRIPTS])
-    kinds = np.where(split, _SPACELESS, _ORDINARY).astype(np.uint8)
-    kinds[table == names.index("Hangul") + 1] = _HANGUL
-    marks = [cp for cp in np.flatnonzero(split).tolist() if unicodedata.category(chr(cp))[0] == "M"]
-    kinds[marks] = _MARK
-    return kinds
-
-
 @dataclass
 class Tokens:
     """The tokens of one text: offsets, where segments (join-runs) start, and the masks.
@@ -281,9 +178,6 @@ class Tokens:
         return _bounded_room(self.segment_start, self.spaceless, self.max_n, self.max_n_chars)
 
 
-_NEWLINE, _SPACE, _TAB, _CR = 10, 32, 9, 13
-
-
 @nb.njit(cache=True, nogil=True)
 def _segment_room(segment_start: np.ndarray) -> np.ndarray:
     """``Tokens.remaining`` in one backward pass (the build runs it on every token)."""
@@ -329,132 +223,6 @@ def _bounded_room(segment_start: np.ndarray, spaceless: np.ndarray, max_n: int, 
         else:
             words -= 1
     return room
-
-
-@nb.njit(cache=True, nogil=True)
-def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
-    """Set ``flags`` to 1 over each half-open range (a masked text has hundreds)."""
-    for i in range(len(ranges)):
-        flags[ranges[i, 0] : ranges[i, 1]] = 1
-
-
-@nb.njit(cache=True, nogil=True)
-def _scan_codes(
-    codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool, kinds: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Token starts, ends, segment starts and character flags of a text's code points (SPEC §1–2).
-
-    ``classes`` maps a code point to ``_OTHER``, ``_WORD`` or ``_BREAK``; ``masked`` marks
-    the characters inside masks; ``single`` lists the code points that do not break when
-    they are a whole gap alone. A gap breaks when it holds a break character, a masked
-    character, or (with ``paragraph_breaks``) a newline, then only spaces, tabs or
-    carriage returns, then a newline — unless it is exactly one unmasked ``single``. A
-    letter of a script written without spaces (``kinds``) is a token of its own with the
-    combining marks after it, and a run of other word characters ends where one starts,
-    with no gap before the next piece (docs/languages.md).
-    """
-    size = len(codes)
-    capacity = size + 1  # every character can be a token of its own
-    starts = np.empty(capacity, dtype=np.int64)
-    ends = np.empty(capacity, dtype=np.int64)
-    segment_start = np.empty(capacity, dtype=np.bool_)
-    spaceless = np.empty(capacity, dtype=np.bool_)
-    count = 0
-    gap_breaks = True
-    i = 0
-    while i < size:  # a gap, then the token after it: two tight loops, not one branching per character
-        gap_length = 0
-        gap_code = np.uint32(0)
-        gap_masked = False
-        newline_open = False
-        while i < size:
-            code = codes[i]
-            is_masked = masked[i] != 0
-            kind = classes[code]
-            if kind == _WORD and not is_masked:
-                break
-            gap_length += 1
-            gap_code = code
-            if is_masked:
-                gap_breaks = True
-                gap_masked = True
-            elif kind == _BREAK:
-                gap_breaks = True
-            if paragraph_breaks:
-                if code == _NEWLINE:
-                    if newline_open:
-                        gap_breaks = True
-                    newline_open = True
-                elif code != _SPACE and code != _TAB and code != _CR:
-                    newline_open = False
-            i += 1
-        if i == size:
-            break
-        breaks = gap_breaks or count == 0
-        if count and gap_length == 1 and not gap_masked:
-            for allowed in single:
-                if gap_code == allowed:
-                    breaks = False
-        segment_start[count] = breaks
-        starts[count] = i
-        kind = kinds[codes[i]]
-        spaceless[count] = kind != _ORDINARY
-        i += 1
-        if kind == _ORDINARY:
-            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
-                i += 1
-        else:
-            while i < size and masked[i] == 0 and kinds[codes[i]] == _MARK:
-                i += 1
-        ends[count] = i
-        count += 1
-        gap_breaks = False
-    return starts[:count], ends[:count], segment_start[:count], spaceless[:count]  # views: the pages past ``count`` are never touched
-
-
-@nb.njit(cache=True, nogil=True)
-def _scan_search(
-    codes: np.ndarray, origin: np.ndarray, text_codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, kinds: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The search reading's tokens of a text's search form (SPEC §8): starts, ends, segment
-    starts and whether each is a character of a script written without spaces.
-
-    ``classes`` tells word characters; ``kinds`` (``_spaceless_kinds``) splits them: a
-    character of a script written without spaces is a token alone (the characters that one
-    Hangul syllable of ``text_codes`` folded to, ``origin``, are one token: its jamo, some
-    read as Han or Katakana look-alikes), and a run of other word
-    characters ends where such a character starts, with no gap before the next piece. Only
-    a mask breaks a gap: punctuation and paragraph ends join, as in an engine's field.
-    """
-    size = len(codes)
-    starts = np.empty(size, dtype=np.int64)
-    ends = np.empty(size, dtype=np.int64)
-    segment_start = np.empty(size, dtype=np.bool_)
-    spaceless = np.empty(size, dtype=np.bool_)
-    count = 0
-    gap_breaks = True
-    i = 0
-    while i < size:
-        if classes[codes[i]] != _WORD or masked[i] != 0:
-            if masked[i] != 0:
-                gap_breaks = True
-            i += 1
-            continue
-        kind = _HANGUL if kinds[text_codes[origin[i]]] == _HANGUL else kinds[codes[i]]
-        segment_start[count] = gap_breaks
-        starts[count] = i
-        spaceless[count] = kind != _ORDINARY
-        i += 1
-        if kind == _ORDINARY:
-            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
-                i += 1
-        elif kind == _HANGUL:  # whatever letters the syllable's jamo fold to (look-alikes: Han, Katakana)
-            while i < size and origin[i] == origin[i - 1] and classes[codes[i]] == _WORD and masked[i] == 0:
-                i += 1
-        ends[count] = i
-        count += 1
-        gap_breaks = False
-    return starts[:count], ends[:count], segment_start[:count], spaceless[:count]
 
 
 class _MaskedTokenizer(ABC):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 
 from ..errors import DelinkError
-from ..linkage.cover import cover_rarity
+from ..linkage.cover.instance import cover_rarity
 from ..linkage.stabbing import stab
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)

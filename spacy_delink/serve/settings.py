@@ -14,7 +14,7 @@ from ..components.rewriter import resolve_threads
 from ..errors import InputError
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS
 from ..linkage.combinations import check_arity, check_max_combinations
-from ..linkage.cover import check_strategy
+from ..linkage.strategies import check_strategy
 from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS, check_readings
 from ..memory import MAX_CHARS_ENV, max_document_chars
