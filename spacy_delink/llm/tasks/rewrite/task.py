@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
@@ -49,6 +48,7 @@ from ....rewrite.masking import merge_ranges
 from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
 from .fidelity import FIDELITY_REASONS, DocumentFrequencies, FidelityCheck
 from .parser import contains_run, extract_json_list, mark_runs, runs, search_words
+from .prompt import SPAN_CLOSE, SPAN_OPEN, prompt_examples, render_preamble
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
@@ -68,11 +68,6 @@ UNITS = ("span", "sentence")
 #: Words in a run of the context that a replacement may not restate (``outside``), and in a
 #: run it may not say twice (``repeats``), unless the span itself does.
 RESTATED_RUN, REPEATED_RUN = 4, 3
-#: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
-DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
-#: The instructions of ``unit = "sentence"``: rewrite the whole sentence, drop the listed phrases, keep every fact.
-SENTENCE_TEMPLATE = Path(__file__).with_name("templates") / "instructions_sentence.txt"
-SPAN_OPEN, SPAN_CLOSE = "⟦", "⟧"
 #: (accepted, replacement) or (rejected, reason).
 Verdict = Tuple[bool, str]
 
@@ -132,15 +127,21 @@ def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 class RewriteTask:
-    """Prompts for span rewrites with local context; validates the answers (see module docstring)."""
+    """Prompts for span rewrites with local context; validates the answers (see module docstring).
+
+    Not spacy-llm's ``BuiltinTask``: its shards split a Doc's tokens to fit the model's context,
+    while a request Doc's one token is a digest (the text rides in ``user_data``) and each
+    prompt is already bounded, by ``spans_per_prompt`` spans in their local context.
+    """
 
     def __init__(
         self,
+        *,
         examples: List[Dict[str, Any]],
         context: str,
         window: int,
         spans_per_prompt: int,
-        instructions: str,
+        template: str,
         spans_key: str,
         similarity: Optional[SimilarityCheck],
         fidelity: Optional[List[str]] = None,
@@ -160,7 +161,9 @@ class RewriteTask:
         self.example_runs = [
             words for words in (search_words(example["replacement"]) for example in examples) if len(words) >= 2
         ]
-        self.instructions = instructions
+        #: The Jinja template of each prompt's fixed part (``prompt``), and the examples as it shows them.
+        self.template = template
+        self.prompt_examples = prompt_examples(examples)
         self.context = context
         self.window = window
         self.spans_per_prompt = spans_per_prompt
@@ -195,12 +198,7 @@ class RewriteTask:
         )
 
     def _preamble(self) -> str:
-        parts = [self.instructions.format(open=SPAN_OPEN, close=SPAN_CLOSE, mask=self.mask)]
-        for example in self.examples:
-            item = {"id": 1, "context": example["context"], "span": example["span"], **({"remove": example["remove"]} if "remove" in example else {})}
-            answer = {"id": 1, "span": example["span"], "replacement": example["replacement"]}
-            parts.append(f"Items: {json.dumps([item], ensure_ascii=False)}\nAnswer: {json.dumps([answer], ensure_ascii=False)}")
-        return "\n\n".join(parts)
+        return render_preamble(self.template, self.mask, self.prompt_examples)
 
     # -- requests -------------------------------------------------------------------------
 
