@@ -2,8 +2,9 @@
 
 spaCy imports the module behind every installed ``spacy_factories`` and ``spacy_scorers``
 entry point each time it creates a ``Language`` (``spacy.blank``, ``spacy.load``), with or
-without a delink pipe. So the factories, their settings, the scorer and the spacy-llm task
-are registered here, from light imports only, and each factory imports its component (numba
+without a delink pipe. So the factories, the scorer and the spacy-llm task (in its own
+``registry.py``, imported here) are registered from light imports only: the settings are
+the dataclasses of ``components.settings``, and each factory imports its component (numba
 kernels, index readers, model clients, torch) when it is called: an installed plugin costs
 a spaCy user nothing until a delink pipe is added.
 
@@ -29,7 +30,7 @@ from .components.settings import (
 )
 from .linkage.readings import DEFAULT_READINGS
 from .linkage.strategies import DEFAULT_STRATEGY
-from .llm.tasks.rewrite.registry import make_rewrite_task
+from .llm.tasks.rewrite.registry import make_rewrite_task  # noqa: F401  (registers the task; the thinc_llm_tasks entry point names it here)
 
 #: A component: spaCy calls it on each Doc.
 Component = Callable[[Doc], Doc]

@@ -15,6 +15,7 @@ from spacy.tokens import Doc
 from spacy_llm.pipeline.llm import LLMWrapper
 from spacy_llm.ty import validate_type_consistency
 
+from ..cachedir import cache_dir
 from ..errors import InputError
 from ..linkage.attack import Detection, detect
 from ..linkage.strategies import check_strategy
@@ -37,7 +38,6 @@ SOURCE_ID_KEY = "delink.source_id"
 #: ``doc.user_data`` key of the source's BM25 rank for the rewritten text (with ``retrieval``).
 RETRIEVAL_RANK_KEY = "delink.retrieval_rank"
 FACTORY = "delink_rewriter"
-DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
 
 def resolve_threads(threads: int) -> int:
@@ -175,7 +175,7 @@ class DelinkRewriter(IndexedComponent):
         if self.cache_dir != "auto":
             return Path(self.cache_dir)
         identity = [self.task.prompt_template, type(self.model).__name__, getattr(self.model, "url", ""), getattr(self.model, "name", "")]
-        return DEFAULT_CACHE_ROOT / hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
+        return cache_dir("llm") / hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
 
     def llm(self) -> LLMWrapper:
         """spacy-llm's own component around our task and model (built on first LLM pass)."""

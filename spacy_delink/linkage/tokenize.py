@@ -34,13 +34,13 @@ from abc import ABC, abstractmethod
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import Any
 
 import numba as nb
 import numpy as np
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+from ..cachedir import cache_dir
 from ..errors import InputError
 from .search_form import alternate_table, fold_codes, fold_table
 
@@ -124,10 +124,6 @@ class LinkageRules:
         return self.max_n + self.max_n_chars
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink"
-
-
 @lru_cache(maxsize=1)
 def _word_chars() -> np.ndarray:
     """Bool per code point: ``str.isalnum()`` or a combining mark (SPEC §1).
@@ -136,7 +132,7 @@ def _word_chars() -> np.ndarray:
     need ``unicodedata.category`` per code point (~0.3 s), so the table is cached on disk
     per Unicode database version.
     """
-    cache = _cache_dir() / f"wordchars-{unicodedata.unidata_version}.npy"
+    cache = cache_dir() / f"wordchars-{unicodedata.unidata_version}.npy"
     try:
         return np.unpackbits(np.load(cache))[:0x110000].astype(bool)
     except (OSError, ValueError):
