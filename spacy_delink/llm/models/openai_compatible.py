@@ -34,7 +34,6 @@ value and the fragment are shown as ``***`` (``urls.redact_url``). Retries wait 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import threading
@@ -42,7 +41,7 @@ import time
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Dict, Iterable, List, Optional, TypeVar
 
 import httpx
@@ -299,7 +298,7 @@ class OpenAICompatibleModel:
         """One request; none once the breaker is open: a prompt already tried keeps its own failure."""
         attempt = len(history)
         if self.endpoint_down:
-            return dataclasses.replace(history[-1], retry=False) if history else _Try(None, "endpoint_down", 0)
+            return replace(history[-1], retry=False) if history else _Try(None, "endpoint_down", 0)
         if attempt:
             self.stats["retries"] += 1
         self.stats["requests"] += 1
