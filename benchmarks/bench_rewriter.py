@@ -41,7 +41,7 @@ from spacy_delink.components.rewriter import DelinkRewriter  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
 from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, read_examples  # noqa: E402
 from spacy_delink.llm.tasks.rewrite.content import SimilarityCheck, embeddings_available  # noqa: E402
-from spacy_delink.llm.tasks.rewrite.registry import DEFAULT_EXAMPLES  # noqa: E402
+from spacy_delink.llm.tasks.rewrite.prompt import DEFAULT_EXAMPLES  # noqa: E402
 
 TAB = ROOT.parent / "shared" / "data" / "tab"
 

@@ -2,8 +2,9 @@
 
 spaCy imports the module behind every installed ``spacy_factories`` and ``spacy_scorers``
 entry point each time it creates a ``Language`` (``spacy.blank``, ``spacy.load``), with or
-without a delink pipe. So the factories, their settings, the scorer and the spacy-llm task
-are registered here, from light imports only, and each factory imports its component (numba
+without a delink pipe. So the factories, the scorer and the spacy-llm task (in its own
+``registry.py``, imported here) are registered from light imports only: the settings are
+the dataclasses of ``components.settings``, and each factory imports its component (numba
 kernels, index readers, model clients, torch) when it is called: an installed plugin costs
 a spaCy user nothing until a delink pipe is added.
 
@@ -17,14 +18,20 @@ from typing import Any, Callable, Iterable, Optional
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import registry
-from spacy_llm.registry import registry as llm_registry
 
 from .claims import THREAT_MODEL_ARITY
+from .components.settings import (
+    SEMANTIC_ATTRIBUTES,
+    CombinationSettings,
+    RewriterSettings,
+    RiskSettings,
+    ScoreFunction,
+    SemanticSettings,
+)
 from .linkage.readings import DEFAULT_READINGS
 from .linkage.strategies import DEFAULT_STRATEGY
+from .llm.tasks.rewrite.registry import make_rewrite_task  # noqa: F401  (registers the task; the thinc_llm_tasks entry point names it here)
 
-#: What a ``scorer`` setting resolves to (``Examples -> scores``), as in spaCy's own pipes.
-ScoreFunction = Callable[..., dict[str, Any]]
 #: A component: spaCy calls it on each Doc.
 Component = Callable[[Doc], Doc]
 #: The scores ``linkage_score`` reports, shown (not weighted) in training logs.
@@ -33,10 +40,6 @@ SCORE_WEIGHTS: dict[str, float | None] = {
     "delink_mean_risk": None,
     "delink_protected_share": None,
 }
-#: The span group of phrases to rephrase (``delink_combinations`` writes it, the rewrite task reads it).
-REPHRASE_SPANS = "to_rephrase"
-#: The Doc attributes ``delink_semantic_risk`` sets.
-SEMANTIC_ATTRIBUTES = ("delink_nearest_id", "delink_nearest_number", "delink_nearest_similarity", "delink_nearest_margin")
 LINKAGE_SCORER = {"@scorers": "spacy_delink.linkage_scorer.v1"}
 
 
@@ -86,7 +89,11 @@ def make_risk_annotator(
     """``nlp.add_pipe("delink_risk", config={"index": "path/to/index", "k": 2})``."""
     from .components.risk import LinkageRiskAnnotator
 
-    return LinkageRiskAnnotator(nlp, name, index, k, key_file, verify, copy_index, spans_key, scorer, readings)
+    settings = RiskSettings(
+        index=index, k=k, key_file=key_file, verify=verify, copy_index=copy_index, scorer=scorer, readings=readings,
+        spans_key=spans_key,
+    )
+    return LinkageRiskAnnotator(nlp, name, settings=settings)
 
 
 @Language.factory(
@@ -131,9 +138,11 @@ def make_combination_detector(
     """``nlp.add_pipe("delink_combinations", config={"index": ..., "k": 2, "arity": 3})``."""
     from .components.combinations import CombinationDetector
 
-    return CombinationDetector(
-        nlp, name, index, k, arity, max_combinations, key_file, verify, copy_index, scorer, flagging=flagging, readings=readings
+    settings = CombinationSettings(
+        index=index, k=k, key_file=key_file, verify=verify, copy_index=copy_index, scorer=scorer, readings=readings,
+        arity=arity, max_combinations=max_combinations, flagging=flagging,
     )
+    return CombinationDetector(nlp, name, settings=settings)
 
 
 @Language.factory(
@@ -204,11 +213,13 @@ def make_rewriter(
         raise InputError(
             f"component {name!r}: task must be {{\"@llm_tasks\": \"spacy_delink.Rewrite.v1\"}}, got {type(task).__name__}"
         )
-    return DelinkRewriter(
-        nlp, name, index, k, arity, key_file, verify, copy_index, max_passes, granularity, mask, task, model,
-        cache_dir, cache_batch_size, require_llm, keep_source=keep_source, scorer=scorer, flagging=flagging,
-        threads=threads, readings=readings, retrieval=retrieval,
+    settings = RewriterSettings(
+        index=index, k=k, key_file=key_file, verify=verify, copy_index=copy_index, scorer=scorer, readings=readings,
+        arity=arity, max_passes=max_passes, granularity=granularity, mask=mask, cache_dir=cache_dir,
+        cache_batch_size=cache_batch_size, require_llm=require_llm, keep_source=keep_source, flagging=flagging,
+        threads=threads, retrieval=retrieval,
     )
+    return DelinkRewriter(nlp, name, settings=settings, task=task, model=model)
 
 
 @Language.factory(
@@ -242,7 +253,10 @@ def make_semantic_risk(
     require_extra("semantic", "the delink_semantic_risk component")
     from .components.semantic_risk import SemanticRiskAnnotator
 
-    return SemanticRiskAnnotator(nlp, name, index, embeddings, key_file, verify, model, search, batch_size)
+    settings = SemanticSettings(
+        index=index, embeddings=embeddings, key_file=key_file, verify=verify, model=model, search=search, batch_size=batch_size
+    )
+    return SemanticRiskAnnotator(nlp, name, settings=settings)
 
 
 @Language.factory(
@@ -274,46 +288,3 @@ def make_redactor(
     from .redaction.component import DelinkRedactor
 
     return DelinkRedactor(nlp, name, method, fraction, embedder, model_path, mask_token, seed)
-
-
-@llm_registry.llm_tasks("spacy_delink.Rewrite.v1")
-def make_rewrite_task(
-    examples: Optional[str] = None,
-    context: str = "sentence",
-    window: int = 30,
-    spans_per_prompt: int = 20,
-    template: Optional[str] = None,
-    spans_key: str = REPHRASE_SPANS,
-    min_similarity: Optional[float] = None,
-    similarity_model: Optional[str] = None,
-    above_mask: bool = False,
-    fidelity: Optional[list[str]] = None,
-    unit: str = "span",
-) -> Any:
-    """The rewrite task (a ``RewriteTask``); ``examples`` defaults to the shipped ``examples.jsonl``.
-
-    ``spans_key``: the span group to rewrite when the task runs in a plain ``llm`` component.
-    ``min_similarity``: refuse replacements whose context embedding falls below this cosine
-    (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
-    folder instead of the shipped all-MiniLM-L6-v2; ``above_mask``: also refuse a rephrasing
-    whose context is less similar to the original than the context with the span masked;
-    ``fidelity``: the never-invent checks to run (``fidelity.FIDELITY_REASONS``; None = all);
-    ``unit``: "span" (rewrite each flagged span) or "sentence" (each sentence holding them,
-    with ``template``/``examples`` defaulting to the shipped sentence prompt).
-    """
-    from .llm.tasks.rewrite.content import SimilarityCheck
-    from .llm.tasks.rewrite.registry import DEFAULT_EXAMPLES, SENTENCE_EXAMPLES, read_examples, read_template
-    from .llm.tasks.rewrite.task import DEFAULT_TEMPLATE, SENTENCE_TEMPLATE, RewriteTask
-
-    sentences = unit == "sentence"
-    return RewriteTask(
-        read_examples(examples or (SENTENCE_EXAMPLES if sentences else DEFAULT_EXAMPLES)),
-        context,
-        window,
-        spans_per_prompt,
-        read_template(template or (SENTENCE_TEMPLATE if sentences else DEFAULT_TEMPLATE)),
-        spans_key,
-        SimilarityCheck.from_settings(min_similarity, similarity_model, above_mask),
-        fidelity,
-        unit,
-    )

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(?:://|::)")
 #: Protocols whose "folders" are web pages, not listings, and where ``?`` starts the query.
 WEB_PROTOCOLS = ("http", "https")
+#: A ``::`` that chains two URLs, not one inside an IPv6 host (``http://[::1]:8080``).
+_CHAIN = re.compile(r"::(?![^\[]*\])")
 #: Read size of a URL stream (each read is a request or a slice of one).
 _URL_BUFFER = 1 << 20
 
@@ -51,9 +53,11 @@ def url_name(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` fit to print: user info and query values become ``***`` (they often hold tokens)."""
+    """``url`` fit to print: user info, every query value and the fragment become ``***`` (they often hold
+    tokens; a query value's name says nothing of it), in every link of a chain. The one rule of every
+    message, the corpus inputs' and the LLM endpoint's alike."""
     links = []
-    for link in url.split("::"):
+    for link in _CHAIN.split(url):
         split = urlsplit(link)
         netloc = f"***@{split.netloc.rpartition('@')[2]}" if "@" in split.netloc else split.netloc
         query = "&".join(f"{item.partition('=')[0]}=***" for item in split.query.split("&") if item)
@@ -64,7 +68,7 @@ def redact_url(url: str) -> str:
 def _scrub(text: str, url: str) -> str:
     """A backend's message about ``url`` with the URL redacted and every credential in it removed."""
     secrets = {url, unquote(url)}
-    for link in url.split("::"):
+    for link in _CHAIN.split(url):
         split = urlsplit(link)
         if "@" in split.netloc:
             secrets.add(split.netloc.rpartition("@")[0])

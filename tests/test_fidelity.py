@@ -148,7 +148,7 @@ def test_sentence_items_hold_whole_sentences_and_the_phrases_to_drop() -> None:
 
 def test_sentence_examples_are_the_generalizers_own_outputs() -> None:
     from spacy_delink.llm.models.generalize import candidates
-    from spacy_delink.llm.tasks.rewrite.registry import SENTENCE_EXAMPLES, read_examples
+    from spacy_delink.llm.tasks.rewrite.prompt import SENTENCE_EXAMPLES, read_examples
 
     examples = read_examples(SENTENCE_EXAMPLES)
     generalized = 0

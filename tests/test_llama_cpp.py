@@ -197,7 +197,8 @@ def test_a_real_model_behind_llama_cpps_openai_compatible_server(sample_index: P
 
 def test_a_long_spans_schema_stays_within_what_llama_cpps_grammar_parser_accepts() -> None:
     """A 270-character TAB span allowed 1,080 characters; llama.cpp refused that grammar and the process crashed."""
-    from spacy_delink.llm.tasks.rewrite.task import SCHEMA_MAX_LENGTH, answer_schema, longest_replacement
+    from spacy_delink.llm.tasks.rewrite.parser import longest_replacement
+    from spacy_delink.llm.tasks.rewrite.task import SCHEMA_MAX_LENGTH, answer_schema
 
     span = "initiated criminal proceedings against the applicants. " * 5
     (entry,) = answer_schema([{"id": 1, "span": span}])["prefixItems"]

@@ -34,7 +34,7 @@ from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, make_rewrite_t
 from spacy_delink.llm.models.openai_compatible import make_openai_compatible
 from spacy_delink.llm.tasks.rewrite import content
 from spacy_delink.llm.tasks.rewrite.content import introduced_content, introduces_lookalikes
-from spacy_delink.llm.tasks.rewrite.task import REJECTION_REASONS
+from spacy_delink.llm.tasks.rewrite.parser import REJECTION_REASONS
 from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
 from spacy_delink.linkage.stabbing import stab
 
@@ -331,9 +331,9 @@ def test_similarity_check_is_skipped_with_a_note_without_the_extra(monkeypatch: 
     monkeypatch.setattr(content, "embeddings_available", lambda model_path: False)
     with pytest.warns(UserWarning, match="similarity check is skipped"):
         task = make_rewrite_task(min_similarity=0.8)
-    assert task.similarity is None
+    assert task.checks.similarity is None
     with pytest.warns(UserWarning, match="above_mask"):
-        assert make_rewrite_task(above_mask=True).similarity is None
+        assert make_rewrite_task(above_mask=True).checks.similarity is None
     with pytest.raises(InputError, match="min_similarity"):
         content.SimilarityCheck(1.5, None)
 

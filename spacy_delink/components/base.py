@@ -28,7 +28,7 @@ import shutil
 import warnings
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -42,10 +42,10 @@ from ..errors import InputError
 from ..linkage.index import CorpusIndex, open_index
 from ..linkage.index.keys import KEY_ENV, resolve_key_path
 from ..linkage.ngrams import check_k
-from ..linkage.readings import DEFAULT_READINGS, check_readings
-from ..plugin import ScoreFunction
+from ..linkage.readings import check_readings
 from .alignment import DocText
 from .extensions import register_extensions
+from .settings import IndexSettings
 
 if TYPE_CHECKING:
     from spacy.training import Example
@@ -57,33 +57,22 @@ COPIED_INDEX_DIR = "index"
 class IndexedComponent(ABC):
     """Base for components that query a :class:`CorpusIndex` at threshold ``k``."""
 
-    def __init__(
-        self,
-        nlp: Language,
-        name: str,
-        index: str,
-        k: int,
-        key_file: str | None,
-        verify: bool,
-        copy_index: bool,
-        scorer: Optional[ScoreFunction] = None,
-        readings: Sequence[str] = DEFAULT_READINGS,
-    ) -> None:
+    def __init__(self, nlp: Language, name: str, *, settings: IndexSettings) -> None:
         register_extensions()
         self.name = name
-        self.configured_index = index
+        self.configured_index = settings.index
         #: The configured index as a path: relative ones read from a loaded pipeline's folder (``_from_pipeline``).
-        self.index_location = index
-        self.index_path = index  # what is opened: the configured index, or the pipeline's copy
-        self.k = check_k(k)
+        self.index_location = settings.index
+        self.index_path = settings.index  # what is opened: the configured index, or the pipeline's copy
+        self.k = check_k(settings.k)
         #: The readings of the rules checked (SPEC §8); the index must hold each of them.
-        self.readings = check_readings(readings)
-        self.key_file = key_file
+        self.readings = check_readings(settings.readings)
+        self.key_file = settings.key_file
         #: ``key_file`` as configured (``key_file`` itself may become ``$DELINK_KEY_FILE`` on load).
-        self.configured_key_file = key_file
-        self.verify = verify
-        self.copy_index = copy_index
-        self.scorer = scorer
+        self.configured_key_file = settings.key_file
+        self.verify = settings.verify
+        self.copy_index = settings.copy_index
+        self.scorer = settings.scorer
         #: The folder a saved pipeline was loaded from (``from_disk``), which relative paths are read from.
         self._pipeline: Path | None = None
         self._index: CorpusIndex | None = None

@@ -6,19 +6,18 @@ find the same members), and ``max_combinations`` caps each reading's list.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
 from ..linkage.attack import detect
 from ..linkage.combinations import check_arity, check_max_combinations
-from ..linkage.readings import DEFAULT_READINGS
-from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
-from ..plugin import REPHRASE_SPANS
+from ..linkage.strategies import check_strategy
 from .alignment import expanded_spans, set_span_values
-from .base import IndexedComponent, ScoreFunction
+from .base import IndexedComponent
 from .extensions import record_anonymity
+from .settings import REPHRASE_SPANS, CombinationSettings
 
 COMBO_LABEL = "COMBO"
 REPHRASE_LABEL = "REPHRASE"
@@ -28,25 +27,11 @@ COMBINATION_SPANS = "linkable_combinations"
 class CombinationDetector(IndexedComponent):
     """``delink_combinations``: groups of common phrases whose joint search singles out."""
 
-    def __init__(
-        self,
-        nlp: Language,
-        name: str,
-        index: str,
-        k: int,
-        arity: int,
-        max_combinations: int,
-        key_file: str | None,
-        verify: bool,
-        copy_index: bool,
-        scorer: Optional[ScoreFunction] = None,
-        flagging: str = DEFAULT_STRATEGY,
-        readings: Sequence[str] = DEFAULT_READINGS,
-    ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
-        self.arity = check_arity(arity)
-        self.max_combinations = check_max_combinations(max_combinations)
-        self.flagging = check_strategy(flagging)  # what ``to_rephrase`` holds (docs/flagging.md)
+    def __init__(self, nlp: Language, name: str, *, settings: CombinationSettings) -> None:
+        super().__init__(nlp, name, settings=settings)
+        self.arity = check_arity(settings.arity)
+        self.max_combinations = check_max_combinations(settings.max_combinations)
+        self.flagging = check_strategy(settings.flagging)  # what ``to_rephrase`` holds (docs/flagging.md)
 
     def __call__(self, doc: Doc) -> Doc:
         detection = detect(

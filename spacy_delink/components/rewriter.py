@@ -15,11 +15,11 @@ from spacy.tokens import Doc
 from spacy_llm.pipeline.llm import LLMWrapper
 from spacy_llm.ty import validate_type_consistency
 
+from ..cachedir import cache_dir
 from ..errors import InputError
 from ..linkage.attack import Detection, detect
-from ..linkage.strategies import DEFAULT_STRATEGY, check_strategy
+from ..linkage.strategies import check_strategy
 from ..linkage.combinations import check_arity
-from ..linkage.readings import DEFAULT_READINGS
 from ..llm.cache import AnsweredCache
 from ..llm.models.generalize.model import GeneralizeModel
 from ..llm.models.mask import MaskModel
@@ -28,8 +28,9 @@ from ..llm.tasks.rewrite.task import RewriteTask
 from ..rewrite.loop import RewriteLoop, RewriteResult
 from ..rewrite.masking import GRANULARITIES
 from ..retrieval.defence import RetrievalGuard, check_retrieval_rank
-from .base import IndexedComponent, ScoreFunction
+from .base import IndexedComponent
 from .extensions import carry_over, record_anonymity
+from .settings import RewriterSettings
 
 RISK_BEFORE_KEY = "delink.linkage_risk_before"
 #: ``doc.user_data`` key of the source's id in the collection, which ``retrieval`` needs.
@@ -37,7 +38,6 @@ SOURCE_ID_KEY = "delink.source_id"
 #: ``doc.user_data`` key of the source's BM25 rank for the rewritten text (with ``retrieval``).
 RETRIEVAL_RANK_KEY = "delink.retrieval_rank"
 FACTORY = "delink_rewriter"
-DEFAULT_CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink" / "llm"
 
 
 def resolve_threads(threads: int) -> int:
@@ -56,73 +56,46 @@ class DelinkRewriter(IndexedComponent):
         self,
         nlp: Language,
         name: str,
-        index: str,
-        k: int,
-        arity: int,
-        key_file: Optional[str],
-        verify: bool,
-        copy_index: bool,
-        max_passes: int,
-        granularity: str,
-        mask: str,
+        *,
+        settings: RewriterSettings,
         task: RewriteTask,
         model: Callable[[Iterable[Iterable[str]]], Iterable[Iterable[str]]],
-        cache_dir: Optional[str],
-        cache_batch_size: int,
-        require_llm: bool = False,
-        keep_source: bool = False,
-        scorer: Optional[ScoreFunction] = None,
-        flagging: str = DEFAULT_STRATEGY,
-        threads: int = 0,
-        readings: Sequence[str] = DEFAULT_READINGS,
-        retrieval: int = 0,
     ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
+        super().__init__(nlp, name, settings=settings)
         #: Ranked retrieval (docs/evaluate.md): 0 off, else mask until each text's source ranks >= this under BM25.
-        self.retrieval = check_retrieval_rank(retrieval)
+        self.retrieval = check_retrieval_rank(settings.retrieval)
         self._guard: Optional[RetrievalGuard] = None
         self._guard_index: Any = None
-        self.keep_source = keep_source
-        self.flagging = check_strategy(flagging)
-        self.threads = resolve_threads(threads)
-        self._llm: Optional[LLMWrapper] = None
+        self.keep_source = settings.keep_source
+        self.flagging = check_strategy(settings.flagging)
+        self.threads = resolve_threads(settings.threads)
         validate_type_consistency(task, model)
         self.task = task
         self.model = model
-        self._configure(
-            {"arity": arity, "max_passes": max_passes, "granularity": granularity, "mask": mask,
-             "cache_dir": cache_dir, "cache_batch_size": cache_batch_size}
-        )
-        if require_llm and not self.uses_llm:
+        self.arity = check_arity(settings.arity, allow_single=True)
+        if not isinstance(settings.max_passes, int) or settings.max_passes < 0:
+            raise InputError(f"max_passes must be an integer >= 0 (0 = mask only), got {settings.max_passes!r}")
+        if settings.granularity not in GRANULARITIES:
+            raise InputError(f"granularity must be 'token' or 'span', got {settings.granularity!r}")
+        if not isinstance(settings.cache_batch_size, int) or settings.cache_batch_size < 1:
+            raise InputError(f"cache_batch_size must be an integer >= 1, got {settings.cache_batch_size!r}")
+        self.max_passes = settings.max_passes
+        self.granularity = settings.granularity
+        self.mask = str(settings.mask)
+        self.cache_dir = settings.cache_dir
+        self.cache_batch_size = settings.cache_batch_size
+        self._mask_checked = False
+        self._llm: Optional[LLMWrapper] = None  # built on the first LLM pass: its cache is tied to the prompt, which names the mask
+        self.task.use_mask(self.mask)
+        if settings.require_llm and not self.uses_llm:
             raise InputError(
                 "require_llm needs an LLM: set model to spacy_delink.OpenAICompatible.v1 or LlamaCpp.v1 (e.g. `--config openai`) "
                 "and max_passes >= 1; the Mask model rewrites nothing"
             )
-        self.require_llm = require_llm
+        self.require_llm = settings.require_llm
         self.vocab = nlp.vocab
         self.tokenizer = nlp.tokenizer
         self.stats: Counter[str] = Counter()
-
-    # -- settings -------------------------------------------------------------------------
-
-    def _configure(self, settings: dict[str, Any]) -> None:
-        """Validate and apply the settings, once: they live in the config only."""
-        arity, max_passes, granularity = settings["arity"], settings["max_passes"], settings["granularity"]
-        self.arity = check_arity(arity, allow_single=True)
-        if not isinstance(max_passes, int) or max_passes < 0:
-            raise InputError(f"max_passes must be an integer >= 0 (0 = mask only), got {max_passes!r}")
-        if granularity not in GRANULARITIES:
-            raise InputError(f"granularity must be 'token' or 'span', got {granularity!r}")
-        if not isinstance(settings["cache_batch_size"], int) or settings["cache_batch_size"] < 1:
-            raise InputError(f"cache_batch_size must be an integer >= 1, got {settings['cache_batch_size']!r}")
-        self.max_passes = max_passes
-        self.granularity = granularity
-        self.mask = str(settings["mask"])
-        self.cache_dir = settings["cache_dir"]
-        self.cache_batch_size = settings["cache_batch_size"]
-        self._mask_checked = False
-        self._llm = None  # its cache is tied to the prompt, which names the mask
-        self.task.use_mask(self.mask)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -202,7 +175,7 @@ class DelinkRewriter(IndexedComponent):
         if self.cache_dir != "auto":
             return Path(self.cache_dir)
         identity = [self.task.prompt_template, type(self.model).__name__, getattr(self.model, "url", ""), getattr(self.model, "name", "")]
-        return DEFAULT_CACHE_ROOT / hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
+        return cache_dir("llm") / hashlib.sha256(json.dumps(identity).encode("utf-8")).hexdigest()[:16]
 
     def llm(self) -> LLMWrapper:
         """spacy-llm's own component around our task and model (built on first LLM pass)."""

@@ -8,17 +8,16 @@ support (``span._.delink_support``) and the readings it links under (``span._.de
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
 from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..linkage.gap import GapAnalysis, analyze_gap
 from ..linkage.ngrams import LinkageAnalysis, alternate_analysis, analyze, minimal_across, reading_names
-from ..linkage.readings import DEFAULT_READINGS, unread_scripts, warn_unread
+from ..linkage.readings import unread_scripts, warn_unread
 from .alignment import align, merge_aligned, set_span_values
-from .base import IndexedComponent, ScoreFunction
+from .base import IndexedComponent
 from .extensions import record_anonymity, set_token_risks
+from .settings import RiskSettings
 
 NGRAM_LABEL = "NGRAM"
 
@@ -26,21 +25,9 @@ NGRAM_LABEL = "NGRAM"
 class LinkageRiskAnnotator(IndexedComponent):
     """Marks every minimal linkable phrase and scores Doc, Span and Token."""
 
-    def __init__(
-        self,
-        nlp: Language,
-        name: str,
-        index: str,
-        k: int,
-        key_file: str | None,
-        verify: bool,
-        copy_index: bool,
-        spans_key: str,
-        scorer: Optional[ScoreFunction] = None,
-        readings: Sequence[str] = DEFAULT_READINGS,
-    ) -> None:
-        super().__init__(nlp, name, index, k, key_file, verify, copy_index, scorer, readings)
-        self.spans_key = spans_key
+    def __init__(self, nlp: Language, name: str, *, settings: RiskSettings) -> None:
+        super().__init__(nlp, name, settings=settings)
+        self.spans_key = settings.spans_key
 
     def __call__(self, doc: Doc) -> Doc:
         text = self.doc_text(doc)

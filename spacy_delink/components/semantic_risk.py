@@ -17,7 +17,7 @@ referenced, like the N-gram index) and opens nothing until the first Doc or ``in
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator
 
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -26,46 +26,35 @@ from ..errors import InputError
 from ..linkage.index import open_index
 from ..semantic.encoder import DocumentEncoder
 from ..semantic.index import EmbeddingIndex
-from ..plugin import SEMANTIC_ATTRIBUTES as ATTRIBUTES
 from .extensions import register
+from .settings import SEMANTIC_ATTRIBUTES, SemanticSettings
 
 FACTORY = "delink_semantic_risk"
 SEARCHES = ("auto", "exact", "ann")
 
 
 def register_semantic_extensions() -> None:
-    for name in ATTRIBUTES:
+    for name in SEMANTIC_ATTRIBUTES:
         register(Doc, name)
 
 
 class SemanticRiskAnnotator:
     """Nearest original by embedding similarity, with the margin to the runner-up."""
 
-    def __init__(
-        self,
-        nlp: Language,
-        name: str,
-        index: str,
-        embeddings: Optional[str],
-        key_file: Optional[str],
-        verify: bool,
-        model: Optional[str],
-        search: str,
-        batch_size: int,
-    ) -> None:
-        if search not in SEARCHES:
-            raise InputError(f"component {name!r}: search={search!r}; use one of {', '.join(SEARCHES)}")
-        if batch_size < 1:
-            raise InputError(f"component {name!r}: batch_size must be >= 1, got {batch_size}")
+    def __init__(self, nlp: Language, name: str, *, settings: SemanticSettings) -> None:
+        if settings.search not in SEARCHES:
+            raise InputError(f"component {name!r}: search={settings.search!r}; use one of {', '.join(SEARCHES)}")
+        if settings.batch_size < 1:
+            raise InputError(f"component {name!r}: batch_size must be >= 1, got {settings.batch_size}")
         register_semantic_extensions()
         self.name = name
-        self.index_path = index
-        self.embeddings_path = embeddings
-        self.key_file = key_file
-        self.verify = verify
-        self.model = model
-        self.search = search
-        self.batch_size = batch_size
+        self.index_path = settings.index
+        self.embeddings_path = settings.embeddings
+        self.key_file = settings.key_file
+        self.verify = settings.verify
+        self.model = settings.model
+        self.search = settings.search
+        self.batch_size = settings.batch_size
         self._embeddings: EmbeddingIndex | None = None
         self._encoder: DocumentEncoder | None = None
 

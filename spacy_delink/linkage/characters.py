@@ -10,17 +10,13 @@ import os
 import re
 import unicodedata
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
+from ..cachedir import cache_dir
 from ..errors import InputError
 
 _OTHER, _WORD, _BREAK = 0, 1, 2
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink"
 
 
 @lru_cache(maxsize=1)
@@ -31,7 +27,7 @@ def _word_chars() -> np.ndarray:
     need ``unicodedata.category`` per code point (~0.3 s), so the table is cached on disk
     per Unicode database version.
     """
-    cache = _cache_dir() / f"wordchars-{unicodedata.unidata_version}.npy"
+    cache = cache_dir() / f"wordchars-{unicodedata.unidata_version}.npy"
     try:
         return np.unpackbits(np.load(cache))[:0x110000].astype(bool)
     except (OSError, ValueError):

@@ -69,6 +69,7 @@ import numba as nb
 import numpy as np
 
 from .. import _kernels  # noqa: F401  (announces a compile of these kernels)
+from ..cachedir import cache_dir
 from ..errors import DelinkError
 
 #: Default_Ignorable_Code_Point (Unicode DerivedCoreProperties), inclusive ranges.
@@ -298,10 +299,6 @@ def table_version() -> str:
     return f"unicode-{unicodedata.unidata_version}/fold-{_table_digest(*fold_table())[:16]}"
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spacy-delink"
-
-
 def _table_digest(starts: np.ndarray, chars: np.ndarray) -> str:
     """SHA-256 of a built table: its two arrays as little-endian int64 and uint32."""
     digest = hashlib.sha256(np.ascontiguousarray(starts, dtype="<i8").tobytes())
@@ -365,7 +362,7 @@ def fold_table() -> tuple[np.ndarray, np.ndarray]:
     """
     fold_tables()  # the shipped tables are verified on every run, cache or not: an edited one is refused
     expected = BUILT_DIGESTS.get(unicodedata.unidata_version)
-    cache = _cache_dir() / f"searchform-{unicodedata.unidata_version}-{(expected or 'unknown')[:16]}.npz"
+    cache = cache_dir() / f"searchform-{unicodedata.unidata_version}-{(expected or 'unknown')[:16]}.npz"
     if expected is not None:
         found = _cached_table(cache, expected)
         if found is not None:

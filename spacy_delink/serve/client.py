@@ -7,24 +7,28 @@
         protected = client.protect({"case-1": "...", "case-2": "..."})
 
 A refusal raises ``ServeError`` with the server's status, code and message. A server that
-is busy (429) or not ready (503) is asked again after the ``Retry-After`` it gives, at
-most ``retries`` times; every other refusal is raised at once. A key an HTTP header
+is busy (429) or not ready (503) is asked again after the ``Retry-After`` it gives (else
+after a jittered backoff, ``retrying.backoff``), at most ``retries`` times; every other
+refusal is raised at once. A key an HTTP header
 cannot carry (not visible ASCII) is refused at construction with an ``InputError`` that
 says so, never sent.
 """
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt
 
 from ..errors import DelinkError, InputError
+from ..retrying import backoff, parse_retry_after
 from .auth import KEY_ENV, key_problem
 
 #: Longest wait between two tries, whatever ``Retry-After`` says.
 MAX_WAIT_S = 30.0
+#: The statuses asked again: busy, not ready.
+RETRY_STATUSES = (429, 503)
 Texts = Union[str, Sequence[str], Mapping[Union[str, int], str]]
 
 
@@ -100,16 +104,20 @@ class DelinkClient:
         return records
 
     def _send(self, method: str, path: str, body: Optional[dict[str, Any]]) -> Any:
-        tries = 0
-        while True:
-            response = self._http.request(method, path, json=body)
-            if response.status_code == 200:
-                return response.json()
-            error = _error(response)
-            if error.status not in (429, 503) or tries == self.retries:
-                raise error
-            tries += 1
-            time.sleep(min(error.retry_after or 1.0, MAX_WAIT_S))
+        retrying = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=backoff(1.0, MAX_WAIT_S),
+            retry=retry_if_exception(lambda err: isinstance(err, ServeError) and err.status in RETRY_STATUSES),
+            reraise=True,
+        )
+        return retrying(self._request, method, path, body)
+
+    def _request(self, method: str, path: str, body: Optional[dict[str, Any]]) -> Any:
+        """One try: the answer's JSON, or the refusal raised as a ``ServeError``."""
+        response = self._http.request(method, path, json=body)
+        if response.status_code != 200:
+            raise _error(response)
+        return response.json()
 
 
 def _error(response: httpx.Response) -> ServeError:
@@ -118,5 +126,4 @@ def _error(response: httpx.Response) -> ServeError:
         code, message = str(detail["code"]), str(detail["message"])
     except (ValueError, KeyError, TypeError):
         code, message = f"http_{response.status_code}", response.text[:200] or response.reason_phrase
-    retry_after = response.headers.get("retry-after", "")
-    return ServeError(response.status_code, code, message, float(retry_after) if retry_after.replace(".", "", 1).isdigit() else None)
+    return ServeError(response.status_code, code, message, parse_retry_after(response.headers.get("retry-after", "")))

@@ -26,47 +26,41 @@ llama.cpp's ``llama-server``), ``"json_object"`` the older one with the schema i
 ``python -m llama_cpp.server``). Off by default: a server that does not know the field
 may refuse the request.
 
-Credentials never reach a log line or warning: user info in ``base_url`` and query
-values whose name looks secret (``api-key=...``) are shown as ``***``.
+Credentials never reach a log line or warning: user info in ``base_url``, every query
+value and the fragment are shown as ``***`` (``urls.redact_url``). Retries wait as
+``retrying.backoff`` says: the server's ``Retry-After`` (seconds or an HTTP date, at most
+``MAX_RETRY_AFTER_S``), else ``backoff`` doubling per try, with jitter.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import re
 import threading
 import time
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Dict, Iterable, List, Optional, TypeVar
 
 import httpx
 from spacy_llm.registry import registry
+from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt
 
 from ...errors import InputError
+from ...retrying import backoff, parse_retry_after
+from ...urls import redact_url
 
 logger = logging.getLogger("spacy_delink.llm")
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 RETRY_STATUSES = frozenset({429}) | frozenset(range(500, 600))
 MAX_RETRY_AFTER_S = 60.0
-#: Query parameters whose value is shown as *** (api-key, access_token, sig, ...).
-SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential", re.IGNORECASE)
 #: The ``response_format`` settings and what each sends with a prompt's answer schema.
 RESPONSE_FORMATS = ("json_schema", "json_object")
 
 T = TypeVar("T")
-
-
-def redact_url(url: httpx.URL) -> str:
-    """``url`` as it may be shown: user info and secret-looking query values replaced by ``***``."""
-    userinfo = "***@" if url.userinfo else ""
-    query = "&".join(
-        f"{name}={'***' if SECRET_PARAM.search(name) else value}" for name, value in url.params.multi_items()
-    )
-    return f"{url.scheme}://{userinfo}{url.netloc.decode('ascii')}{url.path}{'?' + query if query else ''}"
 
 
 def _run(coroutine: Awaitable[T]) -> T:
@@ -130,6 +124,25 @@ class _Batch:
         if down:
             self.endpoint_down.set()
 
+    async def pause(self, seconds: float) -> None:
+        """A backoff wait that ends early when the breaker opens."""
+        try:
+            await asyncio.wait_for(self.endpoint_down.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+
+@dataclass(frozen=True)
+class _Try:
+    """One request's outcome: the answer, or why it failed; whether to ask again, and when the server said to."""
+
+    answer: Optional[str]
+    failure: str
+    #: Requests sent for the prompt so far, this one included.
+    attempts: int
+    retry: bool = False
+    retry_after: Optional[float] = None
+
 
 class OpenAICompatibleModel:
     """Sends each prompt as one user message; up to ``max_in_flight`` requests run at once."""
@@ -155,7 +168,7 @@ class OpenAICompatibleModel:
             url = httpx.URL(base_url)
         except httpx.InvalidURL as err:
             raise InputError(f"model.base_url is not a valid URL ({err}); use one such as http://127.0.0.1:8000/v1") from None
-        shown = redact_url(url)
+        shown = redact_url(str(url))
         if url.scheme not in ("http", "https") or not url.host:
             raise InputError(f"model.base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {shown!r}")
         if not name:
@@ -178,7 +191,7 @@ class OpenAICompatibleModel:
         endpoint = url.copy_with(path=url.path.rstrip("/") + "/chat/completions")
         self._endpoint = str(endpoint)  # may hold credentials: never logged
         #: The endpoint as logs and messages show it (credentials as ***).
-        self.url = redact_url(endpoint)
+        self.url = redact_url(str(endpoint))
         self.name = name
         self.api_key_env = api_key_env
         self.timeout = timeout
@@ -271,41 +284,44 @@ class OpenAICompatibleModel:
 
     async def _attempts(self, batch: _Batch, prompt: str) -> tuple[Optional[str], str, int]:
         """(answer, '', attempts) or (None, why it failed, attempts), with retries and backoff."""
-        payload = self._payload(prompt)
-        failure = "unknown"
-        for attempt in range(self.retries + 1):
-            if self.endpoint_down:  # a prompt already tried keeps its own failure; others were not sent
-                return None, failure if attempt else "endpoint_down", attempt
-            if attempt:
-                self.stats["retries"] += 1
-            self.stats["requests"] += 1
-            delay = self.backoff * 2**attempt
-            try:
-                response = await batch.client.post(self._endpoint, json=payload, headers=self._headers())
-            except (httpx.ConnectError, httpx.ConnectTimeout) as err:
-                failure = f"connection ({type(err).__name__})"
-                self._count_failure(batch)
-            except httpx.TimeoutException:
-                failure = "timeout"
-                self._count_failure(batch)  # a hung endpoint is as down as a refusing one
-            except httpx.HTTPError as err:
-                failure = f"connection ({type(err).__name__})"
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=backoff(self.backoff, MAX_RETRY_AFTER_S),
+            retry=retry_if_result(lambda tried: tried.retry),
+            sleep=batch.pause,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome is not None else None,
+        )
+        tried: _Try = await retrying(self._attempt, batch, self._payload(prompt), [])
+        return tried.answer, tried.failure, tried.attempts
+
+    async def _attempt(self, batch: _Batch, payload: Dict[str, Any], history: List[_Try]) -> _Try:
+        """One request; none once the breaker is open: a prompt already tried keeps its own failure."""
+        attempt = len(history)
+        if self.endpoint_down:
+            return replace(history[-1], retry=False) if history else _Try(None, "endpoint_down", 0)
+        if attempt:
+            self.stats["retries"] += 1
+        self.stats["requests"] += 1
+        try:
+            response = await batch.client.post(self._endpoint, json=payload, headers=self._headers())
+        except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+            tried = _Try(None, f"connection ({type(err).__name__})", attempt + 1, retry=True)
+            self._count_failure(batch)
+        except httpx.TimeoutException:
+            tried = _Try(None, "timeout", attempt + 1, retry=True)
+            self._count_failure(batch)  # a hung endpoint is as down as a refusing one
+        except httpx.HTTPError as err:
+            tried = _Try(None, f"connection ({type(err).__name__})", attempt + 1, retry=True)
+        else:
+            self.breaker.success()
+            status = response.status_code
+            if status == 200:
+                tried = _Try(self._content(response), "", attempt + 1)
             else:
-                self.breaker.success()
-                if response.status_code == 200:
-                    return self._content(response), "", attempt + 1
-                failure = f"http_{response.status_code}"
-                if response.status_code not in RETRY_STATUSES:
-                    return None, failure, attempt + 1
-                retry_after = response.headers.get("retry-after", "")
-                if retry_after.replace(".", "", 1).isdigit():
-                    delay = min(float(retry_after), MAX_RETRY_AFTER_S)
-            if attempt < self.retries:
-                try:  # a backoff wait that ends early when the breaker opens
-                    await asyncio.wait_for(batch.endpoint_down.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
-        return None, failure, self.retries + 1
+                retry_after = parse_retry_after(response.headers.get("retry-after", ""))
+                tried = _Try(None, f"http_{status}", attempt + 1, retry=status in RETRY_STATUSES, retry_after=retry_after)
+        history.append(tried)
+        return tried
 
     def _content(self, response: httpx.Response) -> str:
         """The answer's text; '' (counted as failed_malformed) when the body has none."""

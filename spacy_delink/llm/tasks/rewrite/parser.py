@@ -1,12 +1,25 @@
-"""Reading an LLM's answer: the JSON list it holds, and word runs for the echo/outside checks."""
+"""Reading an LLM's answer: the JSON list it holds, word runs, and the checks each replacement must pass."""
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ....linkage.search_form import fold_text
+from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
+from .fidelity import FIDELITY_REASONS, FidelityCheck
+from .prompt import SPAN_CLOSE, SPAN_OPEN
+
+REJECTION_REASONS = (
+    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", *FIDELITY_REASONS,
+    "dissimilar",
+)
+#: Words in a run of the context that a replacement may not restate (``outside``), and in a
+#: run it may not say twice (``repeats``), unless the span itself does.
+RESTATED_RUN, REPEATED_RUN = 4, 3
+#: (accepted, replacement) or (rejected, reason).
+Verdict = Tuple[bool, str]
 
 _WORD = re.compile(r"\w+")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -66,3 +79,121 @@ def extract_json_list(response: str) -> Optional[List[Any]]:
     return None
 
 
+def longest_replacement(span: str) -> int:
+    """The longest replacement accepted for ``span`` (longer ones are ``too_long``)."""
+    return max(4 * len(span), len(span) + 80)
+
+
+class AnswerChecks:
+    """What a model's answer must pass, span by span (the reasons of ``REJECTION_REASONS``; ``task``'s docstring says each)."""
+
+    def __init__(self, examples: List[Dict[str, Any]], similarity: Optional[SimilarityCheck], fidelity: FidelityCheck) -> None:
+        #: The examples' replacements as search words, for the ``example`` check (one word,
+        #: or the mask, is ordinary enough to be written independently).
+        self.example_runs = [
+            words for words in (search_words(example["replacement"]) for example in examples) if len(words) >= 2
+        ]
+        self.similarity = similarity
+        self.fidelity = fidelity
+        self.mask = fidelity.mask
+
+    def use_mask(self, mask: str) -> None:
+        """The component's mask: a replacement may use it, and the checks read around it."""
+        self.mask = mask
+        self.fidelity.mask = mask
+
+    def check_similarity(
+        self, judged: List[Tuple[Dict[str, Any], Optional[Verdict]]]
+    ) -> List[Tuple[Dict[str, Any], Optional[Verdict]]]:
+        """Demote accepted replacements that the similarity check refuses (one batch per Doc).
+
+        The mask is exempt: it is what the fallback would write anyway.
+        """
+        if self.similarity is None:
+            return judged
+        pending = [i for i, (_, v) in enumerate(judged) if v is not None and v[0] and v[1].strip() != self.mask]
+        if not pending:
+            return judged
+        before, after, masked = [], [], []
+        for i in pending:
+            item, (_, replacement) = judged[i]  # type: ignore[misc]
+            context: str = item["context"]
+            left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
+            before.append(f"{left}{item['span']}{right}")
+            after.append(f"{left}{replacement}{right}")
+            masked.append(f"{left}{self.mask}{right}")
+        judged = list(judged)
+        for i, refused in zip(pending, self.similarity.refused(before, after, masked)):
+            if refused:
+                judged[i] = (judged[i][0], (False, "dissimilar"))
+        return judged
+
+    def judge(self, chunk: List[Dict[str, Any]], response: str) -> List[Optional[Verdict]]:
+        """Per item: a verdict, or None when the answer does not cover it."""
+        if not isinstance(response, str) or not response.strip():
+            return [(False, "no_response")] * len(chunk)
+        entries = extract_json_list(response)
+        if entries is None:
+            return [(False, "malformed")] * len(chunk)
+        outcomes: List[Optional[Verdict]] = [None] * len(chunk)
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            span, replacement, item_id = entry.get("span"), entry.get("replacement"), entry.get("id")
+            if not isinstance(span, str) or not isinstance(replacement, str):
+                continue
+            position = self._position(chunk, outcomes, span, item_id)
+            if position is None:
+                continue
+            if " ".join(span.split()) != " ".join(chunk[position]["span"].split()):
+                outcomes[position] = (False, "outside")
+            else:
+                outcomes[position] = self.check(chunk[position], replacement)
+        return outcomes
+
+    @staticmethod
+    def _position(chunk: List[Dict[str, Any]], outcomes: List[Optional[Verdict]], span: str, item_id: Any) -> Optional[int]:
+        """Which item an answer entry belongs to: its id when valid, else the first open item with that span."""
+        if isinstance(item_id, int) and not isinstance(item_id, bool) and 1 <= item_id <= len(chunk):
+            return item_id - 1 if outcomes[item_id - 1] is None else None
+        for position, item in enumerate(chunk):
+            if outcomes[position] is None and " ".join(item["span"].split()) == " ".join(span.split()):
+                return position
+        return None
+
+    def _copies_example(self, words: List[str], context: List[str]) -> bool:
+        """Whether ``words`` hold an example's whole replacement that the item's own context lacks."""
+        return any(contains_run(words, run) and not contains_run(context, run) for run in self.example_runs)
+
+    def check(self, item: Dict[str, Any], replacement: str) -> Verdict:
+        """Accept the replacement, or say why not."""
+        span = item["span"]
+        if len(replacement) > longest_replacement(span):
+            return False, "too_long"
+        words, span_words = search_words(replacement), search_words(span)
+        if contains_run(words, span_words) or any(contains_run(words, search_words(phrase)) for phrase in item.get("phrases", ())):
+            return False, "echo"
+        context: str = item["context"]
+        before = search_words(context[: context.index(SPAN_OPEN)])
+        after = search_words(context[context.rindex(SPAN_CLOSE) + 1 :])
+        if (len(before) >= 2 and words[:2] == before[-2:]) or (len(after) >= 2 and words[-2:] == after[:2]):
+            return False, "outside"
+        restated = (runs(before, RESTATED_RUN) | runs(after, RESTATED_RUN)).keys() - runs(span_words, RESTATED_RUN).keys()
+        if restated & runs(words, RESTATED_RUN).keys():
+            return False, "outside"
+        said = runs(span_words, REPEATED_RUN)
+        loops = any(n > 1 and said[run] < n for run, n in runs(words, REPEATED_RUN).items())
+        if loops or mark_runs(replacement) - mark_runs(span):
+            return False, "repeats"
+        if self.example_runs and self._copies_example(words, search_words(context)):
+            return False, "example"
+        content = introduced_content(span, replacement, self.mask)
+        if content is not None:
+            return False, content
+        if introduces_lookalikes(context, replacement.replace(self.mask, " ")):
+            return False, "lookalike"
+        left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
+        refusal = self.fidelity.refusal(f"{left}{span}{right}", f"{left}{replacement}{right}", span, replacement)
+        if refusal is not None:
+            return False, refusal
+        return True, replacement

@@ -1,48 +1,56 @@
-"""The files of ``spacy_delink.Rewrite.v1``: its few-shot examples and prompt template (the factory is in ``spacy_delink.plugin``)."""
+"""Registers ``spacy_delink.Rewrite.v1`` with spacy-llm, as spacy-llm's own tasks do in their ``registry.py``.
+
+``spacy_delink.plugin`` imports this module for every pipeline spaCy builds (the
+``thinc_llm_tasks`` entry point names it there), so it imports only names: the task, its
+checks and its files load when a task is made.
+"""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
-from ....errors import InputError
-from ....io import JsonlStats, read_jsonl
-from .task import SPAN_CLOSE, SPAN_OPEN
+from spacy_llm.registry import registry as llm_registry
 
-#: Shipped inside the package, so a wheel install finds it.
-DEFAULT_EXAMPLES = Path(__file__).with_name("examples.jsonl")
-#: The sentence prompt's examples: each a sentence, the phrases to drop, and the generalizer's own forms.
-SENTENCE_EXAMPLES = Path(__file__).with_name("examples_sentence.jsonl")
+from ....components.settings import REPHRASE_SPANS
 
 
-def read_examples(path: str | Path) -> List[Dict[str, Any]]:
-    """Few-shot examples: JSONL lines of ``{"context", "span", "replacement"}``, span marked in context,
-    and for sentence prompts ``"remove"``: the phrases the replacement drops."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"few-shot examples file {path} not found; pass task.examples = path/to/examples.jsonl")
-    examples = []
-    stats = JsonlStats()
-    for record in read_jsonl(path, stats=stats):
-        context, span, replacement = (record.get(name) for name in ("context", "span", "replacement"))
-        if not isinstance(context, str) or not isinstance(span, str) or not isinstance(replacement, str):
-            raise InputError(f"{path}:{stats.lines}: expected {{\"context\", \"span\", \"replacement\"}} strings")
-        if f"{SPAN_OPEN}{span}{SPAN_CLOSE}" not in context:
-            raise InputError(f"{path}:{stats.lines}: the context must mark the span as {SPAN_OPEN}{span}{SPAN_CLOSE}")
-        remove = record.get("remove")
-        if remove is not None and not (isinstance(remove, list) and all(isinstance(p, str) and p in span for p in remove)):
-            raise InputError(f"{path}:{stats.lines}: \"remove\" must list phrases of the span")
-        examples.append({"context": context, "span": span, "replacement": replacement, **({"remove": remove} if remove else {})})
-    return examples
+@llm_registry.llm_tasks("spacy_delink.Rewrite.v1")
+def make_rewrite_task(
+    examples: Optional[str] = None,
+    context: str = "sentence",
+    window: int = 30,
+    spans_per_prompt: int = 20,
+    template: Optional[str] = None,
+    spans_key: str = REPHRASE_SPANS,
+    min_similarity: Optional[float] = None,
+    similarity_model: Optional[str] = None,
+    above_mask: bool = False,
+    fidelity: Optional[list[str]] = None,
+    unit: str = "span",
+) -> Any:
+    """The rewrite task (a ``RewriteTask``); ``examples`` defaults to the shipped ``examples.jsonl``.
 
+    ``spans_key``: the span group to rewrite when the task runs in a plain ``llm`` component.
+    ``min_similarity``: refuse replacements whose context embedding falls below this cosine
+    (needs the embeddings extra; None = off); ``similarity_model``: a sentence-transformer
+    folder instead of the shipped all-MiniLM-L6-v2; ``above_mask``: also refuse a rephrasing
+    whose context is less similar to the original than the context with the span masked;
+    ``fidelity``: the never-invent checks to run (``fidelity.FIDELITY_REASONS``; None = all);
+    ``unit``: "span" (rewrite each flagged span) or "sentence" (each sentence holding them,
+    with ``template``/``examples`` defaulting to the shipped sentence prompt).
+    """
+    from .content import SimilarityCheck
+    from .prompt import DEFAULT_EXAMPLES, DEFAULT_TEMPLATE, SENTENCE_EXAMPLES, SENTENCE_TEMPLATE, read_examples, read_template
+    from .task import RewriteTask
 
-
-def read_template(path: str | Path) -> str:
-    """The prompt's instructions; they must name ``{open}``, ``{close}`` and ``{mask}``."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"prompt template {path} not found; pass task.template = path/to/instructions.txt")
-    text = path.read_text(encoding="utf-8")
-    missing = [field for field in ("{open}", "{close}", "{mask}") if field not in text]
-    if missing:
-        raise InputError(f"prompt template {path}: must contain {', '.join(missing)} (the span markers and the mask)")
-    return text.rstrip("\n")
+    sentences = unit == "sentence"
+    return RewriteTask(
+        examples=read_examples(examples or (SENTENCE_EXAMPLES if sentences else DEFAULT_EXAMPLES)),
+        context=context,
+        window=window,
+        spans_per_prompt=spans_per_prompt,
+        template=read_template(template or (SENTENCE_TEMPLATE if sentences else DEFAULT_TEMPLATE)),
+        spans_key=spans_key,
+        similarity=SimilarityCheck.from_settings(min_similarity, similarity_model, above_mask),
+        fidelity=fidelity,
+        unit=unit,
+    )

@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
@@ -46,17 +45,14 @@ from spacy.vocab import Vocab
 
 from ....errors import InputError
 from ....rewrite.masking import merge_ranges
-from .content import CONTENT_PATTERNS, SimilarityCheck, introduced_content, introduces_lookalikes
+from .content import SimilarityCheck
 from .fidelity import FIDELITY_REASONS, DocumentFrequencies, FidelityCheck
-from .parser import contains_run, extract_json_list, mark_runs, runs, search_words
+from .parser import REJECTION_REASONS, AnswerChecks, Verdict, longest_replacement
+from .prompt import SPAN_CLOSE, SPAN_OPEN, prompt_examples, render_preamble
 
 REQUEST_KEY = "delink.rewrite_request"
 ITEMS_KEY = "delink.rewrite_items"
 RESULT_KEY = "delink.rewrite_result"
-REJECTION_REASONS = (
-    "no_response", "malformed", "missing", "echo", "outside", "repeats", "example", "too_long", *CONTENT_PATTERNS, "lookalike", *FIDELITY_REASONS,
-    "dissimilar",
-)
 #: Why a span of a several-span prompt is asked again alone before its pass ends: the
 #: answer as a whole failed (no JSON list) or skipped it. A small model that loses the
 #: thread of a long list often answers one span well.
@@ -65,17 +61,6 @@ RETRY_ALONE = ("malformed", "missing")
 CHECKS_VERSION = 6
 CONTEXT_MODES = ("sentence", "window")
 UNITS = ("span", "sentence")
-#: Words in a run of the context that a replacement may not restate (``outside``), and in a
-#: run it may not say twice (``repeats``), unless the span itself does.
-RESTATED_RUN, REPEATED_RUN = 4, 3
-#: The instructions that open every prompt (``{open}``, ``{close}``, ``{mask}`` are filled in).
-DEFAULT_TEMPLATE = Path(__file__).with_name("templates") / "instructions.txt"
-#: The instructions of ``unit = "sentence"``: rewrite the whole sentence, drop the listed phrases, keep every fact.
-SENTENCE_TEMPLATE = Path(__file__).with_name("templates") / "instructions_sentence.txt"
-SPAN_OPEN, SPAN_CLOSE = "⟦", "⟧"
-#: (accepted, replacement) or (rejected, reason).
-Verdict = Tuple[bool, str]
-
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"[.!?…]\s+|\n[ \t\r]*\n")
 #: Characters scanned per context word when looking for a window's edge (long words are rare).
@@ -94,11 +79,6 @@ class RewritePrompt(str):
         prompt = super().__new__(cls, text)
         prompt.answer_schema = answer_schema
         return prompt
-
-
-def longest_replacement(span: str) -> int:
-    """The longest replacement accepted for ``span`` (longer ones are ``too_long``)."""
-    return max(4 * len(span), len(span) + 80)
 
 
 #: The longest replacement a schema asks for: llama.cpp refuses a grammar whose string
@@ -132,15 +112,21 @@ def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 class RewriteTask:
-    """Prompts for span rewrites with local context; validates the answers (see module docstring)."""
+    """Prompts for span rewrites with local context; validates the answers (see module docstring).
+
+    Not spacy-llm's ``BuiltinTask``: its shards split a Doc's tokens to fit the model's context,
+    while a request Doc's one token is a digest (the text rides in ``user_data``) and each
+    prompt is already bounded, by ``spans_per_prompt`` spans in their local context.
+    """
 
     def __init__(
         self,
+        *,
         examples: List[Dict[str, Any]],
         context: str,
         window: int,
         spans_per_prompt: int,
-        instructions: str,
+        template: str,
         spans_key: str,
         similarity: Optional[SimilarityCheck],
         fidelity: Optional[List[str]] = None,
@@ -155,31 +141,28 @@ class RewriteTask:
         if window < 1 or spans_per_prompt < 1:
             raise InputError(f"task.window and task.spans_per_prompt must be >= 1, got {window} and {spans_per_prompt}")
         self.examples = examples
-        #: The examples' replacements as search words, for the ``example`` check (one word,
-        #: or the mask, is ordinary enough to be written independently).
-        self.example_runs = [
-            words for words in (search_words(example["replacement"]) for example in examples) if len(words) >= 2
-        ]
-        self.instructions = instructions
+        #: The Jinja template of each prompt's fixed part (``prompt``), and the examples as it shows them.
+        self.template = template
+        self.prompt_examples = prompt_examples(examples)
         self.context = context
         self.window = window
         self.spans_per_prompt = spans_per_prompt
         self.spans_key = spans_key
-        self.similarity = similarity
-        self.mask = "[REDACTED]"
         unknown = sorted(set(fidelity or ()) - set(FIDELITY_REASONS))
         if unknown:
             raise InputError(f"task.fidelity: unknown check(s) {', '.join(unknown)}; choose among {', '.join(FIDELITY_REASONS)}")
-        self.fidelity = FidelityCheck(self.mask, checks=FIDELITY_REASONS if fidelity is None else tuple(fidelity))
+        #: The checks of every answer (``parser``); they hold the mask, which the prompt names too.
+        self.checks = AnswerChecks(
+            examples, similarity, FidelityCheck("[REDACTED]", checks=FIDELITY_REASONS if fidelity is None else tuple(fidelity))
+        )
 
     def use_mask(self, mask: str) -> None:
         """The component's mask, named in the prompt as the fallback replacement."""
-        self.mask = mask
-        self.fidelity.mask = mask
+        self.checks.use_mask(mask)
 
     def use_document_frequencies(self, frequencies: DocumentFrequencies) -> None:
         """Words' document frequencies in the collection (the component's index), for the ``rarer_word`` check."""
-        self.fidelity.frequencies = frequencies
+        self.checks.fidelity.frequencies = frequencies
 
     @property
     def prompt_template(self) -> str:
@@ -187,20 +170,16 @@ class RewriteTask:
 
         The cache stores judged answers, so the checks are part of it too.
         """
-        threshold = self.similarity.threshold if self.similarity is not None else None
-        above_mask = self.similarity is not None and self.similarity.above_mask
+        similarity = self.checks.similarity
+        threshold = similarity.threshold if similarity is not None else None
+        above_mask = similarity is not None and similarity.above_mask
         return self._preamble() + (
             f"\ncontext={self.context} window={self.window} per_prompt={self.spans_per_prompt} unit={self.unit}"
-            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask} fidelity={','.join(self.fidelity.checks)}"
+            f" checks={CHECKS_VERSION} min_similarity={threshold} above_mask={above_mask} fidelity={','.join(self.checks.fidelity.checks)}"
         )
 
     def _preamble(self) -> str:
-        parts = [self.instructions.format(open=SPAN_OPEN, close=SPAN_CLOSE, mask=self.mask)]
-        for example in self.examples:
-            item = {"id": 1, "context": example["context"], "span": example["span"], **({"remove": example["remove"]} if "remove" in example else {})}
-            answer = {"id": 1, "span": example["span"], "replacement": example["replacement"]}
-            parts.append(f"Items: {json.dumps([item], ensure_ascii=False)}\nAnswer: {json.dumps([answer], ensure_ascii=False)}")
-        return "\n\n".join(parts)
+        return render_preamble(self.template, self.checks.mask, self.prompt_examples)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -336,9 +315,9 @@ class RewriteTask:
             retry: List[List[Any]] = []
             judged: List[Tuple[Dict[str, Any], Optional[Verdict]]] = []
             for chunk, response in zip(self._items(doc), doc_responses):
-                judged += zip(chunk, self._judge(chunk, response))
+                judged += zip(chunk, self.checks.judge(chunk, response))
             alone = {chunk[0]["start"] for chunk in self._items(doc) if len(chunk) == 1}
-            for item, verdict in self._check_similarity(judged):
+            for item, verdict in self.checks.check_similarity(judged):
                 if verdict is not None and verdict[0]:
                     accepted.append([item["start"], item["end"], verdict[1]])
                     continue
@@ -350,100 +329,3 @@ class RewriteTask:
             doc.user_data.pop(ITEMS_KEY, None)
             doc.user_data[RESULT_KEY] = {"accepted": accepted, "rejected": rejected, "retry": retry}
             yield doc
-
-    def _check_similarity(
-        self, judged: List[Tuple[Dict[str, Any], Optional[Verdict]]]
-    ) -> List[Tuple[Dict[str, Any], Optional[Verdict]]]:
-        """Demote accepted replacements that the similarity check refuses (one batch per Doc).
-
-        The mask is exempt: it is what the fallback would write anyway.
-        """
-        if self.similarity is None:
-            return judged
-        pending = [i for i, (_, v) in enumerate(judged) if v is not None and v[0] and v[1].strip() != self.mask]
-        if not pending:
-            return judged
-        before, after, masked = [], [], []
-        for i in pending:
-            item, (_, replacement) = judged[i]  # type: ignore[misc]
-            context: str = item["context"]
-            left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
-            before.append(f"{left}{item['span']}{right}")
-            after.append(f"{left}{replacement}{right}")
-            masked.append(f"{left}{self.mask}{right}")
-        judged = list(judged)
-        for i, refused in zip(pending, self.similarity.refused(before, after, masked)):
-            if refused:
-                judged[i] = (judged[i][0], (False, "dissimilar"))
-        return judged
-
-    def _judge(self, chunk: List[Dict[str, Any]], response: str) -> List[Optional[Verdict]]:
-        """Per item: a verdict, or None when the answer does not cover it."""
-        if not isinstance(response, str) or not response.strip():
-            return [(False, "no_response")] * len(chunk)
-        entries = extract_json_list(response)
-        if entries is None:
-            return [(False, "malformed")] * len(chunk)
-        outcomes: List[Optional[Verdict]] = [None] * len(chunk)
-        for entry in entries:
-            if not isinstance(entry, dict):
-                continue
-            span, replacement, item_id = entry.get("span"), entry.get("replacement"), entry.get("id")
-            if not isinstance(span, str) or not isinstance(replacement, str):
-                continue
-            position = self._position(chunk, outcomes, span, item_id)
-            if position is None:
-                continue
-            if " ".join(span.split()) != " ".join(chunk[position]["span"].split()):
-                outcomes[position] = (False, "outside")
-            else:
-                outcomes[position] = self._check(chunk[position], replacement)
-        return outcomes
-
-
-    @staticmethod
-    def _position(chunk: List[Dict[str, Any]], outcomes: List[Optional[Verdict]], span: str, item_id: Any) -> Optional[int]:
-        """Which item an answer entry belongs to: its id when valid, else the first open item with that span."""
-        if isinstance(item_id, int) and not isinstance(item_id, bool) and 1 <= item_id <= len(chunk):
-            return item_id - 1 if outcomes[item_id - 1] is None else None
-        for position, item in enumerate(chunk):
-            if outcomes[position] is None and " ".join(item["span"].split()) == " ".join(span.split()):
-                return position
-        return None
-
-    def _copies_example(self, words: List[str], context: List[str]) -> bool:
-        """Whether ``words`` hold an example's whole replacement that the item's own context lacks."""
-        return any(contains_run(words, run) and not contains_run(context, run) for run in self.example_runs)
-
-    def _check(self, item: Dict[str, Any], replacement: str) -> Verdict:
-        """Accept the replacement, or say why not."""
-        span = item["span"]
-        if len(replacement) > longest_replacement(span):
-            return False, "too_long"
-        words, span_words = search_words(replacement), search_words(span)
-        if contains_run(words, span_words) or any(contains_run(words, search_words(phrase)) for phrase in item.get("phrases", ())):
-            return False, "echo"
-        context: str = item["context"]
-        before = search_words(context[: context.index(SPAN_OPEN)])
-        after = search_words(context[context.rindex(SPAN_CLOSE) + 1 :])
-        if (len(before) >= 2 and words[:2] == before[-2:]) or (len(after) >= 2 and words[-2:] == after[:2]):
-            return False, "outside"
-        restated = (runs(before, RESTATED_RUN) | runs(after, RESTATED_RUN)).keys() - runs(span_words, RESTATED_RUN).keys()
-        if restated & runs(words, RESTATED_RUN).keys():
-            return False, "outside"
-        said = runs(span_words, REPEATED_RUN)
-        loops = any(n > 1 and said[run] < n for run, n in runs(words, REPEATED_RUN).items())
-        if loops or mark_runs(replacement) - mark_runs(span):
-            return False, "repeats"
-        if self.example_runs and self._copies_example(words, search_words(context)):
-            return False, "example"
-        content = introduced_content(span, replacement, self.mask)
-        if content is not None:
-            return False, content
-        if introduces_lookalikes(context, replacement.replace(self.mask, " ")):
-            return False, "lookalike"
-        left, right = context[: context.index(SPAN_OPEN)], context[context.rindex(SPAN_CLOSE) + 1 :]
-        refusal = self.fidelity.refusal(f"{left}{span}{right}", f"{left}{replacement}{right}", span, replacement)
-        if refusal is not None:
-            return False, refusal
-        return True, replacement
