@@ -40,7 +40,7 @@ _EXPORTS = {
     # rewriting
     "RewriteResult": "rewrite.loop",
     "protect_file": "rewrite.protect",
-    "load_rewriter": "rewrite.protect",
+    "load_rewriter": "rewrite.config",
     # the HTTP service's client (`delink serve`)
     "DelinkClient": "serve.client",
     "ServeError": "serve.client",
@@ -87,7 +87,8 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .linkage.tokenize import LinkageRules, Tokenizer
     from .redaction import DelinkRedactor, PrivacySettings, RankerSettings, privacy_curve, renyi_divergence, zcdp_epsilon
     from .rewrite.loop import RewriteResult
-    from .rewrite.protect import load_rewriter, protect_file
+    from .rewrite.config import load_rewriter
+    from .rewrite.protect import protect_file
     from .serve.client import DelinkClient, ServeError
     from .setvalued import (
         SetAnonymization,

@@ -22,7 +22,9 @@ from .linkage.index import CorpusIndex, open_index
 from .linkage.ngrams import check_k
 from .linkage.readings import DEFAULT_READINGS, check_readings
 from .components.rewriter import DelinkRewriter
-from .rewrite.protect import RewriterSpec, protected_records, protection_settings
+from .rewrite.config import RewriterSpec
+from .rewrite.protect import protected_records
+from .rewrite.resume import protection_settings
 
 IndexLike = CorpusIndex | str | Path
 #: Rewriters ``protect_texts`` keeps loaded, by their settings (each maps nothing new: the index is shared).

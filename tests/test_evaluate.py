@@ -570,7 +570,7 @@ def test_the_all_workflow_runs_end_to_end_and_skips_unchanged_steps(tmp_path: Pa
 def test_root_configs_are_full_pipelines_with_their_variables(tiny: dict[str, Path]) -> None:
     import spacy
 
-    from spacy_delink.rewrite.protect import load_rewriter
+    from spacy_delink.rewrite.config import load_rewriter
 
     index = str(tiny["index"])
     nlp = spacy.util.load_model_from_config(
