@@ -21,7 +21,8 @@ from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines
 from ..retrieval.assess import RetrievalRanker
 from .grouping import group_numbers, grouped_combinations
-from .report import ReportSettings, write_html_report
+from ..pages.markup import ReportSettings
+from .assess_page import write_html_report
 
 
 #: Documents per task on a worker, and tasks in flight (so a long input streams).

@@ -10,7 +10,7 @@ from ..io import atomic_directory, atomic_write, check_output_path, refuse_same_
 from ..linkage.index import CorpusIndex
 from .metrics import Evaluation, EvaluationSettings, evaluate
 from .plots import evaluation_plots, plots_unavailable
-from .report import write_evaluation_report
+from .evaluation_page import write_evaluation_report
 
 METRICS = "metrics.json"
 REPORT = "report.html"

@@ -46,7 +46,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from .. import __version__
 from ..errors import DelinkError, InputError
-from ..evaluate.report import legend_html, report_asset
+from ..pages.markup import legend_html, report_asset
 from .limits import ApiError, Ticket, read_body
 from .metrics import CONTENT_TYPE
 from .middleware import HeadAsGet, NoSniffing, OneErrorShape
