@@ -45,7 +45,7 @@ from spacy_delink.linkage.ngrams import analyze, check_k
 from spacy_delink.errors import DelinkError, InputError
 from tab_testbed import load_tab
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
-from spacy_delink.io import atomic_write
+from spacy_delink.io.files import atomic_write
 from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
 
 TAB_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"

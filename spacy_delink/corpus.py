@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union
 
 from .errors import InputError
-from .io import JsonlStats, StdinCopy, is_stdio, read_jsonl
+from .io.files import is_stdio
+from .io.jsonl import JsonlStats, read_jsonl
+from .io.streams import StdinCopy
 from .urls import WEB_PROTOCOLS, display_name, innermost_filesystem, is_url, local_path, read_bytes, redact_url, url_errors, url_name, url_protocols
 
 if TYPE_CHECKING:

@@ -117,7 +117,7 @@ def index_command(
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
     from ..corpus import resolve_sources
     from ..errors import InputError
-    from ..io import is_stdio, refuse_same_file
+    from ..io.files import is_stdio, refuse_same_file
     from ..urls import is_url
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.readings import check_readings, describe
@@ -200,7 +200,7 @@ def _update(
 ) -> None:
     """`delink index --update`: the new documents as a delta of ``index``."""
     from ..corpus import CorpusStats, read_documents
-    from ..io import refuse_same_file
+    from ..io.files import refuse_same_file
     from ..linkage.index.update import update_index
 
     refuse_same_file(corpus, index, "--update")
@@ -286,7 +286,7 @@ def assess_command(
     from ..corpus import InputSource
     from ..errors import InputError
     from ..evaluate.assess import assess_file, check_assess_outputs
-    from ..io import is_stdio, output_lock
+    from ..io.files import is_stdio, output_lock
     from ..linkage.index import CorpusIndex
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.ngrams import check_k

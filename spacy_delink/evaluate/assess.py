@@ -11,7 +11,8 @@ from typing import Any, Iterable, Iterator, Sequence
 from ..claims import THREAT_MODEL_ARITY
 from ..corpus import CorpusStats, DocId, InputRow, InputSource, check_doc_id, nothing_done, output_format, unique_rows
 from ..errors import InputError
-from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
+from ..io.files import check_output_path, refuse_same_file, write_output
+from ..io.jsonl import dumps_jsonl_line
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
@@ -20,7 +21,7 @@ from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines
 from ..retrieval.assess import RetrievalRanker
-from .grouping import group_numbers, grouped_combinations
+from ..pages.grouping import group_numbers, grouped_combinations
 from ..pages.markup import ReportSettings
 from .assess_page import write_html_report
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import InputError
-from ..io import atomic_directory, atomic_write, check_output_path, refuse_same_file
+from ..io.files import atomic_directory, atomic_write, check_output_path, refuse_same_file
 from ..linkage.index import CorpusIndex
 from .metrics import Evaluation, EvaluationSettings, evaluate
 from .plots import evaluation_plots, plots_unavailable

@@ -5,7 +5,7 @@ Every page states what it was checked under (k, arity, index: ``ReportSettings``
 written** (its own whitespace and punctuation; the page never shows index tokens), risk by
 colour: the smaller the candidate set (df), the stronger the colour (df = 1 is singled
 out), with a legend; hovering a span explains it. Combinations are listed by group
-(``evaluate.grouping``: those that differ only by sliding phrases along the same words are
+(``grouping``: those that differ only by sliding phrases along the same words are
 one entry); selecting one outlines its phrases. With a protected version, the two views
 are side by side, edits marked as masks or rewrites (removed text struck through on the
 left, inserted text marked on the right).
@@ -32,8 +32,8 @@ from typing import Any, Sequence
 
 import jinja2
 
-from ..evaluate.grouping import grouped_combinations
-from ..io import atomic_write
+from .grouping import grouped_combinations
+from ..io.files import atomic_write
 from ..linkage.readings import DEFAULT_READINGS
 
 #: Most bytes of marked-up text per document view; the rest is shown as plain text.

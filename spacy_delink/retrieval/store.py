@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import IndexFormatError, InputError
-from ..io import atomic_directory, atomic_write
+from ..io.files import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
 from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from ..progress import Progress

@@ -15,7 +15,9 @@ from typing import IO, Any, Callable, Iterator, Optional
 
 from ..corpus import InputSource, output_format
 from ..errors import InputError
-from ..io import StdinCopy, check_output_path, dumps_jsonl_line, is_stdio, is_stream, parse_json_line, refuse_same_file
+from ..io.files import check_output_path, is_stdio, is_stream, refuse_same_file
+from ..io.jsonl import dumps_jsonl_line, parse_json_line
+from ..io.streams import StdinCopy
 from .resume import InputScan
 
 def check_output(output: Path, input_path: Path | str | StdinCopy) -> None:

@@ -18,7 +18,8 @@ from typing import Any, Iterator, Optional
 from ..components.rewriter import DelinkRewriter
 from ..corpus import CorpusStats, InputRow, InputSource, nothing_done
 from ..errors import InputError
-from ..io import StdinCopy, is_stdio, output_lock
+from ..io.files import is_stdio, output_lock
+from ..io.streams import StdinCopy
 from ..linkage.index.shards import Runner
 from ..memory import check_document_size
 from ..progress import Progress

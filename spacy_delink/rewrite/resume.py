@@ -20,7 +20,8 @@ from typing import Any, Callable
 from ..components.rewriter import DelinkRewriter
 from ..corpus import CorpusStats, DocId, InputSource
 from ..errors import InputError
-from ..io import atomic_write, parse_json_line
+from ..io.files import atomic_write
+from ..io.jsonl import parse_json_line
 from ..memory import check_document_size
 from ..retrieval.defence import retrieval_settings
 

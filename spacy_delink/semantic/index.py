@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import IndexFormatError, InputError
 from ..progress import Progress
-from ..io import atomic_directory, atomic_write
+from ..io.files import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
 from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from .encoder import DocumentEncoder, file_sha256

@@ -36,7 +36,7 @@ import numpy as np
 
 from ...corpus import JSONL_SUFFIXES, DocId, check_doc_id, unique_ids
 from ...errors import InputError
-from ...io import atomic_write, check_output_path
+from ...io.files import atomic_write, check_output_path
 from ..readings import DEFAULT_READINGS, check_readings, token_readings
 from ...progress import Progress, count_lines
 from ..tokenize import LinkageRules, Tokenizer

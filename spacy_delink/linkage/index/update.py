@@ -51,7 +51,7 @@ import numpy as np
 
 from ...corpus import DocId, check_doc_id
 from ...errors import InputError
-from ...io import atomic_write, check_output_path, fsync_dir
+from ...io.files import atomic_write, check_output_path, fsync_dir
 from ..readings import token_readings
 from . import codec, forward, gapstore, kernels
 from .kernels import FAMILY

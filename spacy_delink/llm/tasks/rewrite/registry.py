@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ....errors import InputError
-from ....io import JsonlStats, read_jsonl
+from ....io.jsonl import JsonlStats, read_jsonl
 from .task import SPAN_CLOSE, SPAN_OPEN
 
 #: Shipped inside the package, so a wheel install finds it.
