@@ -40,7 +40,7 @@ import numpy as np
 from tqdm import tqdm
 
 from spacy_delink.linkage.attack import assess_text
-from spacy_delink.corpus import read_documents
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.linkage.ngrams import analyze, check_k
 from spacy_delink.errors import DelinkError, InputError
 from tab_testbed import load_tab

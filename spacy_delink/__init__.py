@@ -32,7 +32,7 @@ _EXPORTS = {
     "protect_texts": "batch",
     "assess_frame": "frames",
     "protect_frame": "frames",
-    "InputSource": "corpus",
+    "InputSource": "corpus.source",
     # spaCy components
     "LinkageRiskAnnotator": "components.risk",
     "CombinationDetector": "components.combinations",
@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .components.combinations import CombinationDetector
     from .components.rewriter import DelinkRewriter
     from .components.risk import LinkageRiskAnnotator
-    from .corpus import InputSource
+    from .corpus.source import InputSource
     from .errors import DelinkError, IndexFormatError, InputError
     from .evaluate.assess import assess_file
     from .frames import assess_frame, protect_frame

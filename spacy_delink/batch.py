@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from .corpus import DocId, check_doc_id, unicode_problem, unique_ids
+from .corpus.rules import DocId, check_doc_id, unicode_problem, unique_ids
 from .errors import InputError
 from .claims import THREAT_MODEL_ARITY
 from .evaluate.assess import assess_document

@@ -27,7 +27,8 @@ import pytest
 
 from spacy_delink.io import jsonl as delink_io
 from spacy_delink.io.streams import open_binary
-from spacy_delink.corpus import CorpusStats, read_documents
+from spacy_delink.corpus.rules import CorpusStats
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import builder, kernels, shards
 from spacy_delink.linkage.index.builder import IndexBuilder

@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spacy_delink.io import jsonl as delink_io
-from spacy_delink.corpus import CorpusStats, read_documents, read_jsonl_documents
+from spacy_delink.corpus.rows import read_jsonl_documents
+from spacy_delink.corpus.rules import CorpusStats
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.errors import InputError
 from spacy_delink.io.jsonl import read_jsonl
 from spacy_delink.linkage.attack import assess_text, detect

@@ -115,7 +115,7 @@ def index_command(
     work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Scratch space of the build [default: beside --output]; with --scheduler, shared storage every worker sees."),
 ) -> None:
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
-    from ..corpus import resolve_sources
+    from ..corpus.source import resolve_sources
     from ..errors import InputError
     from ..io.files import is_stdio, refuse_same_file
     from ..urls import is_url
@@ -199,7 +199,8 @@ def _update(
     ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool, input_format: Optional[str],
 ) -> None:
     """`delink index --update`: the new documents as a delta of ``index``."""
-    from ..corpus import CorpusStats, read_documents
+    from ..corpus.rules import CorpusStats
+    from ..corpus.source import read_documents
     from ..io.files import refuse_same_file
     from ..linkage.index.update import update_index
 
@@ -283,7 +284,7 @@ def assess_command(
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
     from ..claims import CheckedUnder
-    from ..corpus import InputSource
+    from ..corpus.source import InputSource
     from ..errors import InputError
     from ..evaluate.assess import assess_file, check_assess_outputs
     from ..io.files import is_stdio, output_lock

@@ -109,7 +109,7 @@ def protect_command(
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..claims import CheckedUnder
-    from ..corpus import InputSource
+    from ..corpus.source import InputSource
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.readings import check_readings
     from ..rewrite.config import RewriterSpec, load_rewriter

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
-from ..corpus import CorpusStats, DocId, InputRow, InputSource, check_doc_id, nothing_done, output_format, unique_rows
+from ..corpus.rows import InputRow, unique_rows
+from ..corpus.rules import CorpusStats, DocId, check_doc_id, nothing_done
+from ..corpus.source import InputSource, output_format
 from ..errors import InputError
 from ..io.files import check_output_path, refuse_same_file, write_output
 from ..io.jsonl import dumps_jsonl_line
@@ -170,7 +172,7 @@ def assess_file(
     allow_empty: bool = False,
     source_field: str | None = None,
 ) -> AssessSummary:
-    """Assess every document of the input (any format ``corpus.InputSource`` reads; the id rule of
+    """Assess every document of the input (any format ``corpus.source.InputSource`` reads; the id rule of
     ``corpus.py``); outputs are written atomically.
 
     Each output record holds every field of the input but its text, untouched, then the

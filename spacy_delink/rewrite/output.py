@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Optional
 
-from ..corpus import InputSource, output_format
+from ..corpus.source import InputSource, output_format
 from ..errors import InputError
 from ..io.files import check_output_path, is_stdio, is_stream, refuse_same_file
 from ..io.jsonl import dumps_jsonl_line, parse_json_line

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ..components.rewriter import DelinkRewriter
-from ..corpus import CorpusStats, InputRow, InputSource, nothing_done
+from ..corpus.rows import InputRow
+from ..corpus.rules import CorpusStats, nothing_done
+from ..corpus.source import InputSource
 from ..errors import InputError
 from ..io.files import is_stdio, output_lock
 from ..io.streams import StdinCopy
@@ -129,7 +131,7 @@ def protect_file(
     input_format: Optional[str] = None,
     allow_empty: bool = False,
 ) -> ProtectSummary:
-    """Stream the input (any format ``corpus.InputSource`` reads) through the rewriter, appending one record per document to ``output``.
+    """Stream the input (any format ``corpus.source.InputSource`` reads) through the rewriter, appending one record per document to ``output``.
 
     Each record holds every field of the input untouched, its text protected, then the
     protection's fields. Resumable: documents already in a file ``output`` (protected under

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..components.rewriter import DelinkRewriter
-from ..corpus import CorpusStats, DocId, InputSource
+from ..corpus.rules import CorpusStats, DocId
+from ..corpus.source import InputSource
 from ..errors import InputError
 from ..io.files import atomic_write
 from ..io.jsonl import parse_json_line
@@ -71,7 +72,7 @@ class InputScan:
 def scan_input(source: InputSource, skip_invalid: bool, digest: Callable[[DocId, str], str]) -> InputScan:
     """Every valid id with its place and ``digest(id, text)``, and the skipped inputs; duplicate ids are refused.
 
-    Ids follow the rule every command shares (``corpus.check_doc_id``: given, never invented).
+    Ids follow the rule every command shares (``corpus.rules.check_doc_id``: given, never invented).
     """
     stats = CorpusStats()
     scan = InputScan({}, {}, stats.skipped_lines)

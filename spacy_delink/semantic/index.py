@@ -174,7 +174,7 @@ def embed_corpus(
     progress: bool = True,
 ) -> EmbeddingSummary:
     """``delink index --embeddings``: embed the corpus an index was just built from, beside it."""
-    from ..corpus import read_documents
+    from ..corpus.source import read_documents
 
     index = CorpusIndex(index_dir, key_file=key_file)
     documents = read_documents(corpus, text_field, id_field, skip_invalid)

@@ -32,7 +32,7 @@ import orjson
 
 from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
-from ..corpus import DocId
+from ..corpus.rules import DocId
 from ..linkage.index import CorpusIndex
 from ..memory import give_back
 from ..rewrite.config import load_rewriter
