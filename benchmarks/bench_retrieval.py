@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 
 from bench_index import header, report  # noqa: E402
 from spacy_delink.errors import InputError  # noqa: E402
-from spacy_delink.evaluate.metrics import compare_texts  # noqa: E402
+from spacy_delink.evaluate.utility import compare_texts  # noqa: E402
 from spacy_delink.evaluate.ranked import TANTIVY_BM25, RankedAdversary, ranking_summary  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
 from spacy_delink.retrieval.bm25 import B, K1  # noqa: E402

@@ -18,10 +18,12 @@ import pytest
 
 from spacy_delink.cli import main
 from spacy_delink.errors import DelinkError, InputError
-from spacy_delink.evaluate.adversary import ExactReading, SearchEngineAdversary
+from spacy_delink.evaluate.adversary import SearchEngineAdversary
+from spacy_delink.evaluate.engine_reading import ExactReading
 from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.evaluate.job import evaluate_to_folder
-from spacy_delink.evaluate.metrics import EvaluationSettings, compare_texts, parse_int_list
+from spacy_delink.evaluate.settings import EvaluationSettings, parse_int_list
+from spacy_delink.evaluate.utility import compare_texts
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.ngrams import check_k
 from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
@@ -347,7 +349,7 @@ def test_semantic_linkage_that_stays_high_after_protection_is_a_warning(
 ) -> None:
     """Issue 25: the report warns from top-1 >= 20% or top-10 >= 50% after protection, and not below."""
     import spacy_delink.evaluate.semantic as semantic
-    from spacy_delink.evaluate.metrics import SEMANTIC_WARNING
+    from spacy_delink.evaluate.report_warnings import SEMANTIC_WARNING
 
     assert SEMANTIC_WARNING == {"top1": 0.2, "top10": 0.5}
     monkeypatch.setattr(semantic, "semantic_linkage", _fake_semantic(top1, top10))

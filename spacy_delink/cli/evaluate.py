@@ -40,7 +40,7 @@ def evaluate_command(
     from ..errors import InputError
     from ..evaluate.inputs import InputFields
     from ..evaluate.job import evaluate_to_folder
-    from ..evaluate.metrics import EvaluationSettings, parse_int_list
+    from ..evaluate.settings import EvaluationSettings, parse_int_list
     from ..io.files import is_stdio, output_lock
     from ..evaluate.plots import plots_unavailable
     from ..linkage.combinations import check_arity

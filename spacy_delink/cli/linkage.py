@@ -37,7 +37,7 @@ def check_k_option(value: int | None) -> int | None:
 def check_k_list_option(value: str) -> str:
     """A comma-separated ``--k`` (``delink evaluate``), each value checked as ``check_k_option`` does."""
     from ..errors import InputError
-    from ..evaluate.metrics import parse_int_list
+    from ..evaluate.settings import parse_int_list
     from ..linkage.ngrams import check_k
 
     try:

@@ -139,7 +139,7 @@ class ReportDocument:
     before: dict[str, Any]
     after_text: str | None = None
     after: dict[str, Any] | None = None
-    changes: Sequence[Any] = ()  # evaluate.metrics.Change
+    changes: Sequence[Any] = ()  # evaluate.utility.Change
     facts: list[tuple[str, str]] = field(default_factory=list)  # (label, value) shown under the title
     number: int | None = None  # its place in the input (the anchor ``doc-N``), where pages list documents in another order
 
