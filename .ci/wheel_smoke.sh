@@ -74,7 +74,7 @@ for module in pkgutil.walk_packages(spacy_delink.__path__, "spacy_delink.", oner
         needs_extra[module.name] = str(missing).split("pip install ")[-1]
 companions = {"spacy_delink.setvalued", "spacy_delink.redaction.privacy", "spacy_delink.redaction.baselines",
               "spacy_delink.redaction.evaluation"}
-server = {f"spacy_delink.serve.{name}" for name in ("app", "limits", "metrics", "middleware", "protocol", "schema", "service")}  # not client
+server = {f"spacy_delink.serve.{name}" for name in ("answer", "app", "gate", "limits", "metrics", "middleware", "openapi", "protocol", "schema", "service")}  # not client
 assert set(needs_extra) <= companions | server, needs_extra
 print(f"wheel smoke: {len(needs_extra)} companion and server modules ask for their extra: {sorted(set(needs_extra.values()))}")
 PY

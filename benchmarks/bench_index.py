@@ -40,12 +40,12 @@ import numpy as np
 from tqdm import tqdm
 
 from spacy_delink.linkage.attack import assess_text
-from spacy_delink.corpus import read_documents
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.linkage.ngrams import analyze, check_k
 from spacy_delink.errors import DelinkError, InputError
 from tab_testbed import load_tab
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
-from spacy_delink.io import atomic_write
+from spacy_delink.io.files import atomic_write
 from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
 
 TAB_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tab"

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_rewriter import TimedModel  # noqa: E402
 from tab_testbed import load_tab  # noqa: E402
 
-from spacy_delink.evaluate.metrics import compare_texts  # noqa: E402
+from spacy_delink.evaluate.utility import compare_texts  # noqa: E402
 from spacy_delink.linkage.attack import detect  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
 from spacy_delink.llm.models.generalize import model as _registers_generalize  # noqa: E402,F401  (before any reinstall)

@@ -119,7 +119,7 @@ def main() -> None:
         env = dict(os.environ)
         if args.blas_threads is not None:
             env.update({name: str(args.blas_threads) for name in BLAS_THREADS})
-        run([sys.executable, "-m", "spacy_delink.evaluate.tab", str(args.tab_dir), str(work / "tab")], work)
+        run([sys.executable, "-m", "spacy_delink", "tab-convert", str(args.tab_dir), str(work / "tab")], work)
         source = work / "tab" / f"deidentified-{args.deidentification}.jsonl"
         baseline = install_baseline(args.baseline, work)
         pythons = {"baseline": baseline, "current": Path(sys.executable)}

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from spacy_delink.io import atomic_write
+from spacy_delink.io.files import atomic_write
 from spacy_delink.redaction import (
     PrivacySettings,
     RankerSettings,

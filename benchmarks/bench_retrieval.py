@@ -58,13 +58,13 @@ import numpy as np  # noqa: E402
 
 from bench_index import header, report  # noqa: E402
 from spacy_delink.errors import InputError  # noqa: E402
-from spacy_delink.evaluate.metrics import compare_texts  # noqa: E402
+from spacy_delink.evaluate.utility import compare_texts  # noqa: E402
 from spacy_delink.evaluate.ranked import TANTIVY_BM25, RankedAdversary, ranking_summary  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder, open_index  # noqa: E402
 from spacy_delink.retrieval.bm25 import B, K1  # noqa: E402
 from spacy_delink.retrieval.defence import source_rank  # noqa: E402
 from spacy_delink.retrieval.store import build_retrieval_index, open_retrieval_index, search_keys  # noqa: E402
-from spacy_delink.rewrite.protect import load_rewriter  # noqa: E402
+from spacy_delink.rewrite.config import load_rewriter  # noqa: E402
 from tab_testbed import TAB_MANUAL_SUPPRESSION, load_tab  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -61,9 +61,9 @@ from bench_index import (
     segment_ngrams,
     tantivy_counter,
 )
-from spacy_delink.corpus import read_documents
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.errors import DelinkError, InputError
-from spacy_delink.io import atomic_write
+from spacy_delink.io.files import atomic_write
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.ngrams import analyze

@@ -74,7 +74,7 @@ from serve_process import ServeProcess  # noqa: E402
 from tab_testbed import load_tab  # noqa: E402
 
 from spacy_delink.batch import assess_documents  # noqa: E402
-from spacy_delink.corpus import read_jsonl_documents  # noqa: E402
+from spacy_delink.corpus.rows import read_jsonl_documents  # noqa: E402
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder  # noqa: E402
 from spacy_delink.linkage.tokenize import LinkageRules  # noqa: E402
 from spacy_delink.serve.service import lower_thread_priority  # noqa: E402

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from spacy_delink.io import atomic_write  # noqa: E402
+from spacy_delink.io.files import atomic_write  # noqa: E402
 from spacy_delink.tabular import load_table, privacy_level  # noqa: E402
 from spacy_delink.tabular.anonymize import anonymize, read_hierarchy  # noqa: E402
 

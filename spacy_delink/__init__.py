@@ -32,7 +32,7 @@ _EXPORTS = {
     "protect_texts": "batch",
     "assess_frame": "frames",
     "protect_frame": "frames",
-    "InputSource": "corpus",
+    "InputSource": "corpus.source",
     # spaCy components
     "LinkageRiskAnnotator": "components.risk",
     "CombinationDetector": "components.combinations",
@@ -40,7 +40,7 @@ _EXPORTS = {
     # rewriting
     "RewriteResult": "rewrite.loop",
     "protect_file": "rewrite.protect",
-    "load_rewriter": "rewrite.protect",
+    "load_rewriter": "rewrite.config",
     # the HTTP service's client (`delink serve`)
     "DelinkClient": "serve.client",
     "ServeError": "serve.client",
@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .components.combinations import CombinationDetector
     from .components.rewriter import DelinkRewriter
     from .components.risk import LinkageRiskAnnotator
-    from .corpus import InputSource
+    from .corpus.source import InputSource
     from .errors import DelinkError, IndexFormatError, InputError
     from .evaluate.assess import assess_file
     from .frames import assess_frame, protect_frame
@@ -87,7 +87,8 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .linkage.tokenize import LinkageRules, Tokenizer
     from .redaction import DelinkRedactor, PrivacySettings, RankerSettings, privacy_curve, renyi_divergence, zcdp_epsilon
     from .rewrite.loop import RewriteResult
-    from .rewrite.protect import load_rewriter, protect_file
+    from .rewrite.config import load_rewriter
+    from .rewrite.protect import protect_file
     from .serve.client import DelinkClient, ServeError
     from .setvalued import (
         SetAnonymization,

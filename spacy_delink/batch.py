@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from .corpus import DocId, check_doc_id, unicode_problem, unique_ids
+from .corpus.rules import DocId, check_doc_id, unicode_problem, unique_ids
 from .errors import InputError
 from .claims import THREAT_MODEL_ARITY
 from .evaluate.assess import assess_document
@@ -22,7 +22,9 @@ from .linkage.index import CorpusIndex, open_index
 from .linkage.ngrams import check_k
 from .linkage.readings import DEFAULT_READINGS, check_readings
 from .components.rewriter import DelinkRewriter
-from .rewrite.protect import RewriterSpec, protected_records, protection_settings
+from .rewrite.config import RewriterSpec
+from .rewrite.protect import protected_records
+from .rewrite.resume import protection_settings
 
 IndexLike = CorpusIndex | str | Path
 #: Rewriters ``protect_texts`` keeps loaded, by their settings (each maps nothing new: the index is shared).

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 from .batch import IndexLike, assess_documents, protect_texts
 from .claims import THREAT_MODEL_ARITY
-from .corpus import DocId, check_doc_id, check_text, unique_ids
+from .corpus.rules import DocId, check_doc_id, check_text, unique_ids
 from .errors import InputError
 from .linkage.attack import DEFAULT_MAX_COMBINATIONS
 from .linkage.combinations import check_arity, check_max_combinations

@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import IO, Any, Iterable, Iterator, Optional, TypeVar
 
 from .errors import InputError
-from .io import GZIP_ERRORS, is_stdio
+from .io.files import is_stdio
+from .io.streams import GZIP_ERRORS
 from .urls import is_url
 
 #: The environment variable that chooses how progress is shown.

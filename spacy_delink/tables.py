@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from .errors import InputError
 from .extras import require_extra
-from .io import atomic_write
+from .io.files import atomic_write
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spacy_delink.errors import InputError
-from spacy_delink.evaluate.adversary import SENTINEL, Search, SearchEngineAdversary
-from spacy_delink.evaluate.metrics import EvaluationSettings, _engine_counts
+from spacy_delink.evaluate.adversary import SearchEngineAdversary
+from spacy_delink.evaluate.engine_reading import SENTINEL, Search
+from spacy_delink.evaluate.metrics import _engine_counts
+from spacy_delink.evaluate.settings import EvaluationSettings
 from spacy_delink.linkage.search_form import fold_text
 from spacy_delink.linkage.tokenize import LinkageRules
 

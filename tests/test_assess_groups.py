@@ -1,6 +1,6 @@
 """`delink assess` records: combinations grouped by sliding, exact counts, and a JSONL within 10x its input.
 
-The grouping (``spacy_delink.evaluate.grouping``, docs/evaluate.md "Grouped combinations")
+The grouping (``spacy_delink.pages.grouping``, docs/evaluate.md "Grouped combinations")
 is checked on combinations worked out by hand and against a brute-force reading of its
 definition (connected components of the overlap graph); the records against
 ``assess_text`` (the decision and scores must not change), and the size on the shipped
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from spacy_delink.evaluate import assess as assess_module
 from spacy_delink.evaluate.assess import assess_document, assess_file
-from spacy_delink.evaluate.grouping import group_numbers, grouped_combinations, member_runs
+from spacy_delink.pages.grouping import group_numbers, grouped_combinations, member_runs
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules

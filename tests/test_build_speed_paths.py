@@ -25,8 +25,10 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from spacy_delink import io as delink_io
-from spacy_delink.corpus import CorpusStats, read_documents
+from spacy_delink.io import jsonl as delink_io
+from spacy_delink.io.streams import open_binary
+from spacy_delink.corpus.rules import CorpusStats
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import blake2b, builder, grouping, shards
 from spacy_delink.linkage.index.builder import IndexBuilder
@@ -142,7 +144,7 @@ def test_gz_corpus_reads_as_gzip(tmp_path: Path) -> None:
     lines = [json.dumps({"id": i, "text": "word " * (i % 97)}).encode() for i in range(5000)]
     path = tmp_path / "c.jsonl.gz"
     path.write_bytes(gzip.compress(b"\n".join(lines[:2500]) + b"\n") + gzip.compress(b"\n".join(lines[2500:]) + b"\n"))
-    with delink_io.open_binary(path) as fast, gzip.open(path, "rb") as plain:
+    with open_binary(path) as fast, gzip.open(path, "rb") as plain:
         assert fast.read() == plain.read()
 
 

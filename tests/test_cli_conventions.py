@@ -154,12 +154,12 @@ def test_interrupt_is_one_line_and_status_130(
     tmp_path: Path, corpus: Path, delink: Callable[..., Outcome], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Ctrl-C while a command runs: one line and 128 + SIGINT, as a shell reports it."""
-    import spacy_delink.corpus
+    import spacy_delink.corpus.source
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(spacy_delink.corpus, "read_documents", interrupted)
+    monkeypatch.setattr(spacy_delink.corpus.source, "read_documents", interrupted)
     result = delink("index", corpus, "-o", tmp_path / "index")
     assert result.returncode == 130, result
     assert result.stderr_lines[-1].startswith("error: interrupted"), result.stderr

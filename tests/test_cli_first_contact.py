@@ -101,10 +101,10 @@ def test_overrides_keep_text_settings_text(
     given: tuple[str, ...], tmp_path: Path, index: Path, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--set llm.model=500` was read as the integer 500; every spelling now gives the model the name "500"."""
-    from spacy_delink.rewrite import protect
+    from spacy_delink.rewrite import config
 
     loaded: dict[str, object] = {}
-    real = protect.load_rewriter
+    real = config.load_rewriter
 
     def spy(*args: object, **kwargs: object) -> object:
         rewriter = real(*args, **kwargs)  # type: ignore[arg-type]
@@ -112,7 +112,7 @@ def test_overrides_keep_text_settings_text(
         loaded["max_passes"] = rewriter.max_passes
         raise SystemExit(0)
 
-    monkeypatch.setattr(protect, "load_rewriter", spy)
+    monkeypatch.setattr(config, "load_rewriter", spy)
     from spacy_delink.cli import main
 
     with pytest.raises(SystemExit):
@@ -122,7 +122,7 @@ def test_overrides_keep_text_settings_text(
 
 
 def test_read_override_reads_as_spacy_except_text_stays_text() -> None:
-    from spacy_delink.rewrite.protect import read_override
+    from spacy_delink.rewrite.config import read_override
 
     assert read_override("500", "llama3.1:8b") == "500"
     assert read_override("null", "auto") is None  # a text setting can still be unset

@@ -16,7 +16,7 @@ import fsspec
 import pytest
 from fsspec.registry import known_implementations
 
-from spacy_delink.corpus import read_documents, resolve_sources
+from spacy_delink.corpus.source import read_documents, resolve_sources
 from spacy_delink.errors import InputError
 from spacy_delink.urls import redact_url
 from spacy_delink.linkage.index import CorpusFiles, IndexBuilder

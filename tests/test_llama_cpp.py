@@ -30,7 +30,7 @@ from spacy_delink.extras import MissingExtra
 from spacy_delink.linkage.attack import detect
 from spacy_delink.linkage.index import IndexBuilder, open_index
 from spacy_delink.llm.models.llama_cpp import make_llama_cpp
-from spacy_delink.rewrite.protect import load_rewriter
+from spacy_delink.rewrite.config import load_rewriter
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -93,7 +93,7 @@ def test_every_module_imports_where_fcntl_does_not_exist(tmp_path: Path) -> None
         "names = [m.name for m in pkgutil.walk_packages(spacy_delink.__path__, 'spacy_delink.')]\n"
         "for name in names:\n"
         "    importlib.import_module(name)\n"
-        "from spacy_delink.io import file_lock\n"
+        "from spacy_delink.io.files import file_lock\n"
         "with file_lock('held.lock', wait=False, busy_message='busy'):\n"
         "    pass\n"
         "print(len(names))\n"

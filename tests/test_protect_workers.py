@@ -18,7 +18,8 @@ from spacy_delink.errors import InputError
 from spacy_delink.linkage.index import IndexBuilder
 from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.tokenize import LinkageRules
-from spacy_delink.rewrite.protect import RewriterSpec, load_rewriter, protect_file
+from spacy_delink.rewrite.config import RewriterSpec, load_rewriter
+from spacy_delink.rewrite.protect import protect_file
 
 distributed = pytest.importorskip("dask.distributed")
 

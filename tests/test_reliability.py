@@ -26,7 +26,8 @@ from test_rewriter import CORPUS, K, TEXT, assert_protected, write_input
 from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.linkage.index import IndexBuilder
-from spacy_delink.rewrite.protect import load_rewriter, protect_file
+from spacy_delink.rewrite.config import load_rewriter
+from spacy_delink.rewrite.protect import protect_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_OPENAI = ROOT / "spacy_delink" / "configs" / "rewriter_openai.cfg"

@@ -20,8 +20,9 @@ import srsly
 
 from spacy_delink.evaluate.assess import assess_document
 from spacy_delink.evaluate.job import evaluate_to_folder
-from spacy_delink.evaluate.metrics import EvaluationSettings
-from spacy_delink.evaluate.report import DOCS_PER_PAGE, RANKED_COLUMNS, DocumentRisk, ReportSettings, write_html_report
+from spacy_delink.evaluate.settings import EvaluationSettings
+from spacy_delink.evaluate.assess_page import RANKED_COLUMNS, DocumentRisk, write_html_report
+from spacy_delink.pages.markup import DOCS_PER_PAGE, ReportSettings
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
@@ -449,8 +450,8 @@ def test_tab_documents_stay_under_120_kb_each(tmp_path: Path) -> None:
     (54 of 1,046 phrases of 001-79392), and in the masked version the bridges that the new masks
     leave linkable (92 phrases where the old rules found none), with their marks. Measured with
     it: 115,559, 107,764 and 103,355 bytes; the marked-up text of each view stays capped (DOC_BUDGET)."""
-    from spacy_delink.evaluate.metrics import compare_texts
-    from spacy_delink.evaluate.report import ReportDocument, write_pages
+    from spacy_delink.evaluate.utility import compare_texts
+    from spacy_delink.pages.markup import ReportDocument, write_pages
     from spacy_delink.evaluate.tab import load_tab, redact_spans
 
     benchmark = load_tab(shared_path("tab"))

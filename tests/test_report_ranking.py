@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from spacy_delink.evaluate.report import DOCS_PER_PAGE, DocumentRisk, ReportSettings, whole_phrases, write_html_report
+from spacy_delink.evaluate.assess_page import DocumentRisk, whole_phrases, write_html_report
+from spacy_delink.pages.markup import DOCS_PER_PAGE, ReportSettings
 
 TEXT = "On the flight. On 4 May he landed in Ljubljana and met the mayor."
 

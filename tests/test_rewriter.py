@@ -554,12 +554,12 @@ def test_round_trip_and_entry_points(index_path: Path, tmp_path: Path) -> None:
     assert (rewriter.k, rewriter.arity, rewriter.granularity) == (K, 2, "span")
     assert loaded(TEXT).text == nlp(TEXT).text
     script = (
-        "from pathlib import Path; import spacy_delink.rewrite.protect;"
+        "from pathlib import Path; import spacy_delink.rewrite.config;"
         "from spacy_llm.registry import registry; import spacy;"
         "registry.llm_tasks.get('spacy_delink.Rewrite.v1'); registry.llm_models.get('spacy_delink.Mask.v1');"
         "registry.llm_models.get('spacy_delink.OpenAICompatible.v1');"
         "spacy.blank('en').add_pipe('delink_rewriter');"
-        "spacy.util.load_model_from_config(spacy.util.load_config(spacy_delink.rewrite.protect.resolve_config(Path('mask'))), auto_fill=True)"
+        "spacy.util.load_model_from_config(spacy.util.load_config(spacy_delink.rewrite.config.resolve_config(Path('mask'))), auto_fill=True)"
     )
     root = Path(__file__).resolve().parents[1]
     completed = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)

@@ -17,10 +17,12 @@ import srsly
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spacy_delink import io as delink_io
-from spacy_delink.corpus import CorpusStats, read_documents, read_jsonl_documents
+from spacy_delink.io import jsonl as delink_io
+from spacy_delink.corpus.rows import read_jsonl_documents
+from spacy_delink.corpus.rules import CorpusStats
+from spacy_delink.corpus.source import read_documents
 from spacy_delink.errors import InputError
-from spacy_delink.io import read_jsonl
+from spacy_delink.io.jsonl import read_jsonl
 from spacy_delink.linkage.attack import assess_text, detect
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, KeyPermissionWarning
 from spacy_delink.linkage.index.update import update_index

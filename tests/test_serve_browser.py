@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from serve_process import ServeProcess
-from spacy_delink.evaluate.report import DocumentRisk
+from spacy_delink.evaluate.assess_page import DocumentRisk
 from test_report_browser import browser  # noqa: F401  (the same headless Chromium, skipped with a reason if absent)
 from test_serve import SAMPLES, WAIT_S, read_jsonl, run_cli
 

@@ -27,7 +27,8 @@ from spacy_delink.linkage.index import STRICT_PERMISSIONS_ENV, CorpusIndex, Inde
 from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.tokenize import LinkageRules
 from spacy_delink.memory import MAX_CHARS_ENV
-from spacy_delink.rewrite.protect import load_rewriter, protect_file
+from spacy_delink.rewrite.config import load_rewriter
+from spacy_delink.rewrite.protect import protect_file
 from spacy_delink.serve.app import create_app
 from spacy_delink.serve.auth import ApiKey, is_loopback, load_api_key
 from spacy_delink.serve.client import DelinkClient

@@ -19,7 +19,7 @@ import spec_oracle
 from gap_adversary import Adversary
 from conftest import shared_path
 from spacy_delink.cli import app
-from spacy_delink.evaluate.report import DOCS_PER_PAGE
+from spacy_delink.pages.markup import DOCS_PER_PAGE
 from tab_testbed import load_tab
 
 pytestmark = pytest.mark.slow

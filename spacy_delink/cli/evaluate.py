@@ -40,8 +40,8 @@ def evaluate_command(
     from ..errors import InputError
     from ..evaluate.inputs import InputFields
     from ..evaluate.job import evaluate_to_folder
-    from ..evaluate.metrics import EvaluationSettings, parse_int_list
-    from ..io import is_stdio, output_lock
+    from ..evaluate.settings import EvaluationSettings, parse_int_list
+    from ..io.files import is_stdio, output_lock
     from ..evaluate.plots import plots_unavailable
     from ..linkage.combinations import check_arity
     from ..linkage.index import CorpusIndex
@@ -109,3 +109,46 @@ def evaluate_command(
         f"evaluated {counts['evaluated']:,} documents against index {index} in {evaluation.seconds:.1f} s → {output}",
         CheckedUnder(min(settings.ks), max(settings.arities), index, settings.readings),
     )
+
+
+@app.command("evaluate-table")
+def evaluate_table_command(
+    runs: list[str] = typer.Argument(..., metavar="NAME=FOLDER", help="A name and a `delink evaluate` output folder, repeatable."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tables here [default: stdout]."),
+) -> None:
+    """Markdown tables of `delink evaluate` results: linkage per (k, arity), then utility and semantic linkage."""
+    from ..evaluate.table import load_run, tables
+    from ..io.files import atomic_write
+
+    text = tables([load_run(spec) for spec in runs])
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        with atomic_write(output) as handle:
+            handle.write(text)
+
+
+def _check_deidentifications(names: Optional[list[str]]) -> Optional[list[str]]:
+    from ..evaluate.tab import DEIDENTIFICATIONS
+
+    unknown = [name for name in names or [] if name not in DEIDENTIFICATIONS]
+    if unknown:
+        raise typer.BadParameter(f"{', '.join(map(repr, unknown))}: choose from {', '.join(sorted(DEIDENTIFICATIONS))}")
+    return names
+
+
+@app.command("tab-convert")
+def tab_convert_command(
+    tab_dir: Path = typer.Argument(..., metavar="TAB_DIR", help="Folder with the TAB JSON files (`spacy project assets`)."),
+    output_dir: Path = typer.Argument(..., metavar="OUTPUT_DIR", help="Folder for corpus.jsonl and deidentified-<name>.jsonl."),
+    deidentification: Optional[list[str]] = typer.Option(
+        None, "--deidentification", metavar="NAME", callback=_check_deidentifications, help="manual or presidio, repeatable [default: all]."
+    ),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Keep only the first N test documents as inputs."),
+) -> None:
+    """The Text Anonymization Benchmark (TAB) as JSONL: its original collection and each de-identification's inputs."""
+    from ..evaluate.tab import DEIDENTIFICATIONS, convert
+
+    written = convert(tab_dir, output_dir, deidentification or list(DEIDENTIFICATIONS), limit)
+    for name, count in written.items():
+        typer.echo(f"{count:,} documents → {output_dir / name}", err=True)

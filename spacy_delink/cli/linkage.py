@@ -37,7 +37,7 @@ def check_k_option(value: int | None) -> int | None:
 def check_k_list_option(value: str) -> str:
     """A comma-separated ``--k`` (``delink evaluate``), each value checked as ``check_k_option`` does."""
     from ..errors import InputError
-    from ..evaluate.metrics import parse_int_list
+    from ..evaluate.settings import parse_int_list
     from ..linkage.ngrams import check_k
 
     try:
@@ -115,9 +115,9 @@ def index_command(
     work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Scratch space of the build [default: beside --output]; with --scheduler, shared storage every worker sees."),
 ) -> None:
     """Build a keyed-hash N-gram index over the original collection (docs/index.md, docs/scale.md)."""
-    from ..corpus import resolve_sources
+    from ..corpus.source import resolve_sources
     from ..errors import InputError
-    from ..io import is_stdio, refuse_same_file
+    from ..io.files import is_stdio, refuse_same_file
     from ..urls import is_url
     from ..linkage.index import CorpusFiles, IndexBuilder, resolve_key_path
     from ..linkage.readings import check_readings, describe
@@ -199,8 +199,9 @@ def _update(
     ids_file: Optional[Path], memory_mb: int, strict_key_permissions: bool, input_format: Optional[str],
 ) -> None:
     """`delink index --update`: the new documents as a delta of ``index``."""
-    from ..corpus import CorpusStats, read_documents
-    from ..io import refuse_same_file
+    from ..corpus.rules import CorpusStats
+    from ..corpus.source import read_documents
+    from ..io.files import refuse_same_file
     from ..linkage.index.update import update_index
 
     refuse_same_file(corpus, index, "--update")
@@ -283,10 +284,10 @@ def assess_command(
 ) -> None:
     """Find every phrase (and combination) of each document that singles out fewer than k sources."""
     from ..claims import CheckedUnder
-    from ..corpus import InputSource
+    from ..corpus.source import InputSource
     from ..errors import InputError
     from ..evaluate.assess import assess_file, check_assess_outputs
-    from ..io import is_stdio, output_lock
+    from ..io.files import is_stdio, output_lock
     from ..linkage.index import CorpusIndex
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.ngrams import check_k

@@ -29,7 +29,7 @@ def config_overrides(ctx: typer.Context, settings: list[str]) -> dict[str, str]:
 
     ``--section.key value`` or ``--section.key=value`` (alone: ``true``) as ``spacy train``
     reads them; ``--set section.key=value`` is the same override. The text is read against
-    the config later (``rewrite.protect.read_override``).
+    the config later (``rewrite.config.read_override``).
     """
     given = [f"--{setting}" for setting in settings]
     for setting in settings:
@@ -109,10 +109,11 @@ def protect_command(
 ) -> None:
     """Rewrite documents until none is linkable at (k, arity), masking what the LLM cannot fix."""
     from ..claims import CheckedUnder
-    from ..corpus import InputSource
+    from ..corpus.source import InputSource
     from ..linkage.index.distributed import DaskRunner
     from ..linkage.readings import check_readings
-    from ..rewrite.protect import RewriterSpec, load_rewriter, protect_file
+    from ..rewrite.config import RewriterSpec, load_rewriter
+    from ..rewrite.protect import protect_file
 
     from ..retrieval.defence import check_retrieval_rank
 

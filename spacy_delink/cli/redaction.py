@@ -32,7 +32,7 @@ def train_redactor_command(
     import spacy
 
     from ..errors import InputError
-    from ..io import atomic_directory, refuse_same_file
+    from ..io.files import atomic_directory, refuse_same_file
     from ..redaction import RankerSettings
     from ..redaction.component import LOGREG_METHODS, texts_from_jsonl, train_pipeline
 
@@ -94,7 +94,7 @@ def redaction_privacy_command(
     import spacy
 
     from ..errors import InputError
-    from ..io import atomic_directory, atomic_write, refuse_same_file
+    from ..io.files import atomic_directory, atomic_write, refuse_same_file
     from ..redaction import PrivacySettings, RankerSettings, plot_privacy_curve, privacy_curve
     from ..redaction.component import texts_from_jsonl
     from ..redaction.evaluation import parse_fractions, sample_texts

@@ -43,7 +43,7 @@ def privacy_level_command(
     """Privacy level PL = DR x IR of an anonymized table (Zang & Zhu 2024; 0 is best), and the release's k, l, t and risks."""
     import json
 
-    from ..io import atomic_write, refuse_same_file
+    from ..io.files import atomic_write, refuse_same_file
     from ..tabular import privacy_level
 
     hierarchies = parse_hierarchies(hierarchy or [])
@@ -108,7 +108,7 @@ def anonymize_table_command(
     ),
 ) -> None:
     """Optimal full-domain generalization (least non-uniform entropy) under k, l and t."""
-    from ..io import refuse_same_file
+    from ..io.files import refuse_same_file
     from ..tabular import write_csv
     from ..tabular.anonymize import anonymize
 

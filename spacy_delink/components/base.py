@@ -192,7 +192,7 @@ class IndexedComponent(ABC):
         the value to set instead. Saving warns, too, when the index is missing, the one case the loaded
         pipeline will fail on.
         """
-        from ..io import atomic_write
+        from ..io.files import atomic_write
 
         settings = self._portable_settings(pipeline)
         config_path = pipeline / "config.cfg"

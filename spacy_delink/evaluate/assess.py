@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
-from ..corpus import CorpusStats, DocId, InputRow, InputSource, check_doc_id, nothing_done, output_format, unique_rows
+from ..corpus.rows import InputRow, unique_rows
+from ..corpus.rules import CorpusStats, DocId, check_doc_id, nothing_done
+from ..corpus.source import InputSource, output_format
 from ..errors import InputError
-from ..io import check_output_path, dumps_jsonl_line, refuse_same_file, write_output
+from ..io.files import check_output_path, refuse_same_file, write_output
+from ..io.jsonl import dumps_jsonl_line
 from ..linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text
 from ..linkage.combinations import check_arity, check_max_combinations
 from ..linkage.index import CorpusIndex, open_index
@@ -20,8 +23,9 @@ from ..linkage.ngrams import check_k
 from ..linkage.readings import DEFAULT_READINGS
 from ..progress import Progress, count_lines
 from ..retrieval.assess import RetrievalRanker
-from .grouping import group_numbers, grouped_combinations
-from .report import ReportSettings, write_html_report
+from ..pages.grouping import group_numbers, grouped_combinations
+from ..pages.markup import ReportSettings
+from .assess_page import write_html_report
 
 
 #: Documents per task on a worker, and tasks in flight (so a long input streams).
@@ -168,7 +172,7 @@ def assess_file(
     allow_empty: bool = False,
     source_field: str | None = None,
 ) -> AssessSummary:
-    """Assess every document of the input (any format ``corpus.InputSource`` reads; the id rule of
+    """Assess every document of the input (any format ``corpus.source.InputSource`` reads; the id rule of
     ``corpus.py``); outputs are written atomically.
 
     Each output record holds every field of the input but its text, untouched, then the

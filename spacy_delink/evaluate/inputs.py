@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Union
 
-from ..corpus import InputSource
+from ..corpus.source import InputSource
 from ..errors import InputError
 from ..linkage.index import CorpusIndex
 
@@ -60,7 +60,7 @@ class Joined:
 @dataclass(frozen=True)
 class InputFields:
     """How ``delink evaluate`` reads its three inputs: the fields (columns) of the id and the text, and
-    the format where a name does not say it (``corpus.InputSource``)."""
+    the format where a name does not say it (``corpus.source.InputSource``)."""
 
     id_field: str = "id"
     text_field: str = "text"

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import InputError
-from ..io import atomic_directory, atomic_write, check_output_path, refuse_same_file
+from ..io.files import atomic_directory, atomic_write, check_output_path, refuse_same_file
 from ..linkage.index import CorpusIndex
-from .metrics import Evaluation, EvaluationSettings, evaluate
+from .metrics import Evaluation, evaluate
+from .settings import EvaluationSettings
 from .plots import evaluation_plots, plots_unavailable
-from .report import write_evaluation_report
+from .evaluation_page import write_evaluation_report
 
 METRICS = "metrics.json"
 REPORT = "report.html"

@@ -6,20 +6,20 @@ the public texts of the other TAB cases; the de-identified inputs are the origin
 de-identification's character spans replaced by a mask. The JSON files are those of the
 Text Anonymization Evaluator repository (``project.yml`` lists them with checksums).
 
-``python -m spacy_delink.evaluate.tab TAB_DIR OUTPUT_DIR`` writes ``corpus.jsonl`` and one
+``delink tab-convert TAB_DIR OUTPUT_DIR`` writes ``corpus.jsonl`` and one
 ``deidentified-<name>.jsonl`` per de-identification (manual, presidio).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..errors import DelinkError, InputError
-from ..io import atomic_write, dumps_jsonl_line
+from ..errors import InputError
+from ..io.files import atomic_write
+from ..io.jsonl import dumps_jsonl_line
+from ..progress import Progress
 
 DEFAULT_MASK = "[REDACTED]"
 TAB_ORIGINALS = "TAB_test_BK=Original.json"
@@ -78,16 +78,15 @@ def load_tab(tab_dir: str | Path, deidentification: str = TAB_MANUAL_SUPPRESSION
     return TabBenchmark(corpus=sources + distractors, originals=sources, inputs=inputs)
 
 
-def _write_jsonl(path: Path, documents: Iterable[tuple[str, str]]) -> int:
-    count = 0
-    with atomic_write(path) as handle:
+def _write_jsonl(path: Path, documents: Sequence[tuple[str, str]], progress: bool) -> int:
+    with Progress(path.name, "docs", len(documents), enabled=progress) as bar, atomic_write(path) as handle:
         for doc_id, text in documents:
             handle.write(dumps_jsonl_line({"id": doc_id, "text": text}))
-            count += 1
-    return count
+            bar.update()
+    return len(documents)
 
 
-def convert(tab_dir: Path, output_dir: Path, names: Sequence[str], limit: int | None = None) -> dict[str, int]:
+def convert(tab_dir: Path, output_dir: Path, names: Sequence[str], limit: int | None = None, progress: bool = True) -> dict[str, int]:
     """Write ``corpus.jsonl`` and ``deidentified-<name>.jsonl``; ``limit`` keeps the first test documents."""
     unknown = [name for name in names if name not in DEIDENTIFICATIONS]
     if unknown:
@@ -97,29 +96,9 @@ def convert(tab_dir: Path, output_dir: Path, names: Sequence[str], limit: int | 
     for name in names:
         benchmark = load_tab(tab_dir, DEIDENTIFICATIONS[name])
         if not corpus_written:
-            written["corpus.jsonl"] = _write_jsonl(output_dir / "corpus.jsonl", benchmark.corpus)
+            written["corpus.jsonl"] = _write_jsonl(output_dir / "corpus.jsonl", benchmark.corpus, progress)
             corpus_written = True
         inputs = benchmark.inputs[:limit] if limit else benchmark.inputs
-        written[f"deidentified-{name}.jsonl"] = _write_jsonl(output_dir / f"deidentified-{name}.jsonl", inputs)
+        written[f"deidentified-{name}.jsonl"] = _write_jsonl(output_dir / f"deidentified-{name}.jsonl", inputs, progress)
     return written
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacy_delink.evaluate.tab", description=__doc__.split("\n\n")[0])
-    parser.add_argument("tab_dir", type=Path, help="folder with the TAB JSON files")
-    parser.add_argument("output_dir", type=Path, help="folder for corpus.jsonl and deidentified-<name>.jsonl")
-    parser.add_argument("--deidentification", action="append", choices=sorted(DEIDENTIFICATIONS), help="repeatable [default: all]")
-    parser.add_argument("--limit", type=int, default=None, help="keep only the first N test documents as inputs")
-    args = parser.parse_args(argv)
-    try:
-        written = convert(args.tab_dir, args.output_dir, args.deidentification or list(DEIDENTIFICATIONS), args.limit)
-    except DelinkError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    for name, count in written.items():
-        print(f"{count:,} documents → {args.output_dir / name}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,7 +27,7 @@ from spacy.util import to_disk as write_parts
 
 from ..components.extensions import register
 from ..errors import DelinkError, InputError
-from ..io import read_jsonl
+from ..io.jsonl import read_jsonl
 from .embeddings import EMBEDDERS, WordEmbedder, fork_safe_torch, make_word_embedder, word_token_indices
 from .ranker import RankerSettings, build_ranker_net, redaction_count, train_ranker, wrap_ranker
 

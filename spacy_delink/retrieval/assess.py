@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..corpus import DocId
+from ..corpus.rules import DocId
 from ..linkage.index import CorpusIndex
 from .bm25 import LENGTHS, margin_of
 from .defence import source_rank

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import IndexFormatError, InputError
-from ..io import atomic_directory, atomic_write
+from ..io.files import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
 from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from ..progress import Progress
@@ -112,7 +112,7 @@ def count_corpus(
     skip_invalid: bool = False, progress: bool = True, input_format: str | None = None,
 ) -> Path:
     """``delink index --retrieval``: the statistics of the corpus an index was just built from, beside it."""
-    from ..corpus import read_documents
+    from ..corpus.source import read_documents
 
     index = CorpusIndex(index_dir, key_file=key_file)
     documents = read_documents(corpus, text_field, id_field, skip_invalid, input_format=input_format)

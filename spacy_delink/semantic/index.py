@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import IndexFormatError, InputError
 from ..progress import Progress
-from ..io import atomic_directory, atomic_write
+from ..io.files import atomic_directory, atomic_write
 from ..linkage.index import CorpusIndex
 from ..linkage.index.format import canonical_bytes, read_sidecar_manifest, sidecar_of_format
 from .encoder import DocumentEncoder, file_sha256
@@ -174,7 +174,7 @@ def embed_corpus(
     progress: bool = True,
 ) -> EmbeddingSummary:
     """``delink index --embeddings``: embed the corpus an index was just built from, beside it."""
-    from ..corpus import read_documents
+    from ..corpus.source import read_documents
 
     index = CorpusIndex(index_dir, key_file=key_file)
     documents = read_documents(corpus, text_field, id_field, skip_invalid)

@@ -5,18 +5,34 @@ answered as GET without its body (RFC 9110 §9.3.2), which FastAPI's routes woul
 with an empty 405. ``OneErrorShape``: a refusal written by a layer the application does
 not own (Starlette's TrustedHostMiddleware and CORSMiddleware answer in plain text) gets
 the one shape of every error, ``{"error": {"code", "message"}}``. All are pure ASGI: they
-leave a client's disconnect visible to the endpoints.
+leave a client's disconnect visible to the endpoints. ``add_layers`` stacks them, with the
+Host check, CORS and the ``gate``, in the order that keeps those promises;
+``add_error_handlers`` gives the errors raised inside the application the same shape.
 """
 from __future__ import annotations
+
+import logging
+import traceback
 
 from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from starlette.datastructures import MutableHeaders  # noqa: E402
+from fastapi import FastAPI  # noqa: E402
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .gate import Done, Gate
 from .limits import ApiError
+from .service import Service
+
+logger = logging.getLogger("spacy_delink.serve")
 
 #: Codes and messages of the plain-text refusals of Starlette's middleware, by the start of their text.
 PLAIN_REFUSALS = {
@@ -105,3 +121,51 @@ def _as_error(status: int, text: bytes) -> bytes:
             return bytes(ApiError(status, code, message).response().body)
     said = text.decode("utf-8", "replace").strip()[:200] or f"HTTP {status}"
     return bytes(ApiError(status, CODES.get(status, f"http_{status}"), said).response().body)
+
+
+def add_layers(app: FastAPI, service: Service, done: Done) -> None:
+    """Wrap the routes in every layer; ``done`` counts and logs the requests the gate refuses.
+
+    add_middleware wraps: the last added runs first. From the outside in: nosniff, one error shape, HEAD as GET,
+    the Host check (a DNS-rebinding page's name is refused before anything else), CORS, the gate.
+    """
+    settings = service.settings
+    app.add_middleware(Gate, service=service, done=done)  # inside CORS: a refusal carries its headers too
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.trusted_hosts), www_redirect=False)
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(OneErrorShape)
+    app.add_middleware(NoSniffing)
+
+
+async def _refused(request: Request, err: ApiError) -> Response:
+    return err.response()
+
+
+async def _http_error(request: Request, err: HTTPException) -> Response:
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    response = ApiError(err.status_code, codes.get(err.status_code, f"http_{err.status_code}"), str(err.detail)).response()
+    response.headers.update(err.headers or {})  # a 405's Allow
+    return response
+
+
+async def _failed(request: Request, err: Exception) -> Response:
+    """A failure outside an endpoint (in a layer around them): Starlette would answer it in plain text."""
+    logger.error("%s %s failed: %s (message withheld)\n%s", request.method, request.url.path, type(err).__name__, "".join(traceback.format_tb(err.__traceback__)))
+    return ApiError(500, "internal", f"the server failed on this request ({type(err).__name__})").response()
+
+
+async def _invalid(request: Request, err: RequestValidationError) -> Response:
+    return ApiError(422, "invalid_request", "invalid request parameters").response()
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error raised in the application answered in the one shape (``limits.ApiError``)."""
+    app.exception_handler(ApiError)(_refused)
+    app.exception_handler(HTTPException)(_http_error)
+    app.exception_handler(Exception)(_failed)
+    app.exception_handler(RequestValidationError)(_invalid)

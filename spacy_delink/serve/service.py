@@ -32,10 +32,10 @@ import orjson
 
 from ..batch import assess_documents, protect_documents
 from ..components.rewriter import DelinkRewriter
-from ..corpus import DocId
+from ..corpus.rules import DocId
 from ..linkage.index import CorpusIndex
 from ..memory import give_back
-from ..rewrite.protect import load_rewriter
+from ..rewrite.config import load_rewriter
 from .limits import Admission
 from .metrics import ServeMetrics
 from .settings import ServeSettings

@@ -20,7 +20,7 @@ from ..batch import assess_documents, protect_documents
 from ..linkage.combinations import ARITY_RANGE
 from ..linkage.index import CorpusIndex, IndexBuilder
 from ..linkage.tokenize import LinkageRules
-from ..rewrite.protect import load_rewriter
+from ..rewrite.config import load_rewriter
 
 #: An invented collection: common phrases shared by several documents, rare ones in one each.
 CORPUS = (

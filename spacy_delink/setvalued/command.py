@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Hashable, Iterable
 
 from ..errors import DelinkError, InputError
-from ..io import atomic_write, dumps_jsonl_line, read_jsonl, refuse_same_file
+from ..io.files import atomic_write, refuse_same_file
+from ..io.jsonl import dumps_jsonl_line, read_jsonl
 from .core import SetAnonymization, anonymize_sets, check_k, check_k_value, check_method, verify_k_anonymous
 from .km import anonymize_km, check_m, verify_km_anonymous
 from .online import extend_release

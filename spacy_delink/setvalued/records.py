@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import InputError
-from ..io import JsonlStats, open_binary, read_jsonl
+from ..io.jsonl import JsonlStats, read_jsonl
+from ..io.streams import open_binary
 
 if TYPE_CHECKING:
     from spacy.language import Language

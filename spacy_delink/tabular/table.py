@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ..errors import InputError
-from ..io import atomic_write
+from ..io.files import atomic_write
 
 # A CSV needs at most this much text for the delimiter sniffer to decide.
 _SNIFF_BYTES = 65536

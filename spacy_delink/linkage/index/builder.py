@@ -34,9 +34,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
-from ...corpus import JSONL_SUFFIXES, DocId, check_doc_id, unique_ids
+from ...corpus.rules import DocId, check_doc_id, unique_ids
+from ...corpus.source import JSONL_SUFFIXES
 from ...errors import InputError
-from ...io import atomic_write, check_output_path
+from ...io.files import atomic_write, check_output_path
 from ..readings import DEFAULT_READINGS, check_readings, token_readings
 from ...progress import Progress, count_lines
 from ..tokenize import LinkageRules, Tokenizer
@@ -401,7 +402,8 @@ class IndexBuilder:
                 [documents.input_format] * count,
             )
         if isinstance(documents, CorpusFiles):
-            from ...corpus import CorpusStats, read_documents
+            from ...corpus.rules import CorpusStats
+            from ...corpus.source import read_documents
 
             stats = CorpusStats()
             stream: Iterable[tuple[DocId, str]] = read_documents(

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...errors import DelinkError, InputError
-from ...io import atomic_write, check_output_path, file_lock, fsync_dir, refuse_same_file, remove_stale_temporaries
+from ...io.files import atomic_write, check_output_path, file_lock, fsync_dir, refuse_same_file, remove_stale_temporaries
 from .format import FORMAT_NAME, MANIFEST, manifest_key_id
 from .ids import IdMapping
 from .keys import KeyFile, key_id

@@ -14,7 +14,8 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ...corpus import CorpusStats, DocId, read_documents
+from ...corpus.rules import CorpusStats, DocId
+from ...corpus.source import read_documents
 from ..readings import DEFAULT_READINGS, tokenizer_for
 from ..tokenize import LinkageRules
 from .hashing import TokenHasher

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ...corpus import DocId
+from ...corpus.rules import DocId
 from ...errors import IndexFormatError, InputError
 from ..readings import check_readings, describe, token_readings, tokenizer_for
 from ..search_form import table_version

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ...errors import IndexFormatError, InputError
-from ...io import atomic_write, file_lock, remove_stale_temporaries
+from ...io.files import atomic_write, file_lock, remove_stale_temporaries
 
 STRICT_PERMISSIONS_ENV = "DELINK_STRICT_KEY_PERMISSIONS"
 #: Parses a file's text into entries, raising IndexFormatError for anything else.

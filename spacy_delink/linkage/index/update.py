@@ -49,9 +49,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...corpus import DocId, check_doc_id
+from ...corpus.rules import DocId, check_doc_id
 from ...errors import InputError
-from ...io import atomic_write, check_output_path, fsync_dir
+from ...io.files import atomic_write, check_output_path, fsync_dir
 from ..readings import token_readings
 from . import forward, gapstore
 from .eliasfano import KEY_SAMPLE_SHIFT, encode

@@ -18,7 +18,7 @@ from jinja2 import TemplateSyntaxError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from ....errors import InputError
-from ....io import JsonlStats, read_jsonl
+from ....io.jsonl import JsonlStats, read_jsonl
 
 SPAN_OPEN, SPAN_CLOSE = "⟦", "⟧"
 _TEMPLATES = Path(__file__).with_name("templates")

@@ -1,0 +1,1 @@
+"""HTML pages: the markup, templates and assets the reports and ``delink serve``'s page share."""
