@@ -18,6 +18,7 @@ import pytest
 import spacy
 
 import spec_oracle
+from conftest import require_module
 from spacy_delink.linkage import search_form
 from spacy_delink.linkage.attack import Detection, assess_text, detect
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
@@ -27,8 +28,8 @@ from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop
 from test_incremental_detection import same_covers, same_detection
 
-pytest.importorskip("tantivy", reason="the oracle's ASCII folding is tantivy's own filter (the test extra)")
-pytest.importorskip("icu", reason="the oracle's UTS #39 skeletons and Nd digits come from ICU (the test extra)")
+require_module("tantivy", "the oracle's ASCII folding is tantivy's own filter (the test extra)")
+require_module("icu", "the oracle's UTS #39 skeletons and Nd digits come from ICU (the test extra)")
 
 MAX_N = 4
 CORPUS = [

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
+from conftest import require_module
 from spacy_delink.errors import InputError
 from spacy_delink.linkage import search_form
 from spacy_delink.linkage.attack import assess_text, detect
@@ -106,7 +107,7 @@ def test_the_fold_table_matches_every_code_point() -> None:
 
 def test_prototypes_are_icus_skeletons() -> None:
     """The shipped UTS #39 data against ICU's own spoof checker (tools/confusables_table.py made it from ICU)."""
-    icu = pytest.importorskip("icu", reason="PyICU (pip install icukit-pyicu) checks the shipped look-alike data against ICU")
+    icu = require_module("icu", "PyICU (pip install icukit-pyicu) checks the shipped look-alike data against ICU")
     checker = icu.SpoofChecker()
     for source, target in search_form.fold_tables().prototypes.items():
         assert checker.getSkeleton(0, source) == target, hex(ord(source))
