@@ -3,6 +3,7 @@ the hypothesis profiles, index builders, the protection check, and the in-proces
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from hypothesis import settings
 import spec_oracle
 from spacy_delink.cli import main
 from spacy_delink.linkage.attack import detect
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, open_index
 from spacy_delink.linkage.readings import DEFAULT_READINGS
 from spacy_delink.linkage.tokenize import LinkageRules
 
@@ -90,21 +91,47 @@ def build_index(folder: Path, corpus: Sequence[str], max_n: int = 8, **builder: 
     return CorpusIndex(out)
 
 
+def replay(source: str, edits: Sequence[dict[str, Any]], originals: bool = False) -> str:
+    """The output rebuilt from ``source`` and its edits, pass by pass (offsets refer to the text
+    before their pass), each edit's ``original`` checked against the text it replaces where it is
+    there (the component keeps it with keep_source); ``originals``: every edit must carry it."""
+    text = source
+    for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
+        for edit in sorted(group, key=lambda e: e["start"], reverse=True):
+            if originals or "original" in edit:
+                assert text[edit["start"] : edit["end"]] == edit["original"], edit
+            text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
+    return text
+
+
+@pytest.fixture(scope="module")
+def index_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the index of the test module's ``CORPUS`` (a list of texts), built once per module."""
+    return build_index(tmp_path_factory.mktemp(request.module.__name__), request.module.CORPUS).path
+
+
+@pytest.fixture(scope="module")
+def corpus_index(index_path: Path) -> CorpusIndex:
+    """The test module's ``CORPUS``, indexed once per module and opened (for tests that only read it)."""
+    return CorpusIndex(index_path)
+
+
 def assert_protected(
     corpus: Sequence[str], text: str, k: int, arity: int = 1, *, max_n: int = 8,
-    readings: Sequence[str] = DEFAULT_READINGS, index: CorpusIndex | None = None,
+    readings: Sequence[str] = DEFAULT_READINGS, index: CorpusIndex | Path | None = None,
 ) -> None:
     """SPEC §7 under each of ``readings`` (by default every reading the product checks): by the
     independent oracle (tests/spec_oracle.py) and by the package's own ``detect``, on ``index``
-    or on an index of ``corpus`` built here. Either saying "linkable" fails the test."""
+    (the index of ``corpus``, opened or its folder) or on one built here. Either saying
+    "linkable" fails the test."""
     readings = tuple(readings)
     assert spec_oracle.protected(list(corpus), text, k, max_n, arity, readings=readings), f"the oracle finds {text!r} linkable under {readings}"
     if index is None:
         with tempfile.TemporaryDirectory() as folder:
-            opened = build_index(Path(folder), corpus, max_n)
-            assert detect(opened, text, k, arity, readings=readings).protected, f"detect finds {text!r} linkable under {readings}"
-    else:
-        assert detect(index, text, k, arity, readings=readings).protected, f"detect finds {text!r} linkable under {readings}"
+            assert_protected(corpus, text, k, arity, max_n=max_n, readings=readings, index=build_index(Path(folder), corpus, max_n))
+        return
+    opened = open_index(index) if isinstance(index, Path) else index
+    assert detect(opened, text, k, arity, readings=readings).protected, f"detect finds {text!r} linkable under {readings}"
 
 
 @pytest.fixture

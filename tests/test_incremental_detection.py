@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 import spacy
 
+from conftest import build_index
 import spec_oracle
-from spacy_delink.linkage import attack
 from spacy_delink.linkage.attack import Detection, ReadingDetection, detect
 from spacy_delink.linkage.cover import STRATEGIES
 from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop
 from spacy_delink.rewrite.masking import GRANULARITIES, mask_ranges, one_mask_per_stretch
-from test_combinations import build
 
 MASK = "[REDACTED]"
 WORDS = ["sava", "farm", "mill", "river", "1994", "the", "old", "near", "judge", "court", "bled", "x1"]
@@ -51,7 +50,7 @@ def random_setting(seed: int, tmp_path: Path) -> tuple[list[str], CorpusIndex, l
     corpus = [text(2, 6) for _ in range(rng.randint(6, 12))]
     texts = [text(6, 16) for _ in range(2)] + [f"{rng.choice(corpus)}. {text(2, 6)}. {rng.choice(corpus)}"]
     max_n = rng.choice([3, 4])
-    return corpus, build(tmp_path, corpus, max_n=max_n), texts, rng.randint(2, 4), rng.randint(1, 3), max_n
+    return corpus, build_index(tmp_path, corpus, max_n=max_n), texts, rng.randint(2, 4), rng.randint(1, 3), max_n
 
 
 def masked(text: str, ranges: list[tuple[int, int]], mask: str = MASK) -> str:

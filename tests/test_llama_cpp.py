@@ -152,6 +152,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory, gguf: Path) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the tiny model."""
@@ -167,14 +174,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory, gguf: Path) -> Iterat
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
-        while True:
+        while not _answers(f"{base_url}/models"):
             if server.poll() is not None:
                 pytest.fail(f"python -m llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
             if time.monotonic() > deadline:
                 pytest.fail("python -m llama_cpp.server did not answer within 180 s")
             time.sleep(1)

@@ -21,8 +21,8 @@ import spacy
 import srsly
 
 from fake_openai_server import INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
-from conftest import Outcome
-from test_rewriter import CORPUS, K, TEXT, assert_protected, write_input
+from conftest import Outcome, assert_protected
+from test_rewriter import CORPUS, K, TEXT, write_input
 from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.linkage.index import IndexBuilder
@@ -32,13 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_OPENAI = ROOT / "spacy_delink" / "configs" / "rewriter_openai.cfg"
 #: The rejection reason each injected kind must get.
 REASONS = {**{kind: kind for kind in INJECTIONS}, "domain": "url"}
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("reliability") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 @pytest.fixture
@@ -91,7 +84,7 @@ def test_unreachable_endpoint_trips_the_breaker_and_masks(
     rows = list(srsly.read_jsonl(tmp_path / "out.jsonl"))
     assert len(rows) == 12 and all(r["protected"] for r in rows)
     for row in rows:
-        assert_protected(row["text"])
+        assert_protected(CORPUS, row["text"], K, index=index_path)  # the shipped config checks every reading
         mask_passes = {e["pass"] for e in row["edits"] if e["by"] == "mask"}
         assert row["passes"] == 5 + len(mask_passes) and min(mask_passes) == 6  # five LLM passes without answers count
 
@@ -156,7 +149,7 @@ def test_valid_format_injection_is_refused_and_counted(
     rows = list(srsly.read_jsonl(tmp_path / "out.jsonl"))
     assert len(rows) == 12 and all(r["protected"] and {e["by"] for e in r["edits"]} == {"mask"} for r in rows)
     for row in rows:
-        assert_protected(row["text"])
+        assert_protected(CORPUS, row["text"], K, index=index_path)  # the shipped config checks every reading
         assert not any(injected in row["text"] for injected in INJECTIONS.values())
     # Each injected kind got its reason; the CLI reports the same counts.
     expected: Counter[str] = Counter()

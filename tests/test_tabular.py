@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import examples
 from spacy_delink.cli import app
 from spacy_delink.errors import InputError
 from spacy_delink.tabular import (
@@ -187,7 +188,7 @@ small_columns = st.integers(min_value=1, max_value=30).flatmap(
 )
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60))
 @given(small_columns)
 def test_entropy_functions_agree_with_a_counting_oracle(columns: tuple[list[int], list[int], list[int]]) -> None:
     x, y, z = columns
