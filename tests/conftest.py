@@ -6,7 +6,6 @@ import importlib
 import itertools
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,15 +24,19 @@ from spacy_delink.linkage.tokenize import LinkageRules
 
 # Property tests draw the same examples on every machine and run by default (no example
 # database, no deadline): a verdict must not depend on the machine, its load or an earlier run.
-# DELINK_HYPOTHESIS_PROFILE=nightly draws new random examples on each run, NIGHTLY_FACTOR times
+# DELINK_HYPOTHESIS_PROFILE=nightly draws new random examples on each run, ten times
 # as many (``examples``), for a scheduled run that looks further than the pull-request one.
 PROFILES = {"delink": 1, "nightly": 10}
 settings.register_profile("delink", derandomize=True, database=None, deadline=None)
 settings.register_profile("nightly", derandomize=False, database=None, deadline=None, print_blob=True)
 PROFILE = os.environ.get("DELINK_HYPOTHESIS_PROFILE", "") or "delink"
-if PROFILE not in PROFILES:
-    raise pytest.UsageError(f"DELINK_HYPOTHESIS_PROFILE={PROFILE!r} is not a profile; choose from {', '.join(PROFILES)}")
-settings.load_profile(PROFILE)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the hypothesis profile before any test module is collected (``examples`` reads it there)."""
+    if PROFILE not in PROFILES:
+        raise pytest.UsageError(f"DELINK_HYPOTHESIS_PROFILE={PROFILE!r} is not a profile; choose from {', '.join(PROFILES)}")
+    settings.load_profile(PROFILE)
 
 
 def examples(count: int) -> int:
@@ -117,19 +120,14 @@ def corpus_index(index_path: Path) -> CorpusIndex:
 
 
 def assert_protected(
-    corpus: Sequence[str], text: str, k: int, arity: int = 1, *, max_n: int = 8,
-    readings: Sequence[str] = DEFAULT_READINGS, index: CorpusIndex | Path | None = None,
+    corpus: Sequence[str], text: str, k: int, arity: int = 1, *, index: CorpusIndex | Path, max_n: int = 8,
+    readings: Sequence[str] = DEFAULT_READINGS,
 ) -> None:
     """SPEC §7 under each of ``readings`` (by default every reading the product checks): by the
-    independent oracle (tests/spec_oracle.py) and by the package's own ``detect``, on ``index``
-    (the index of ``corpus``, opened or its folder) or on one built here. Either saying
-    "linkable" fails the test."""
+    independent oracle (tests/spec_oracle.py) on ``corpus`` and by the package's own ``detect`` on
+    ``index``, the index of ``corpus`` (opened, or its folder). Either saying "linkable" fails the test."""
     readings = tuple(readings)
     assert spec_oracle.protected(list(corpus), text, k, max_n, arity, readings=readings), f"the oracle finds {text!r} linkable under {readings}"
-    if index is None:
-        with tempfile.TemporaryDirectory() as folder:
-            assert_protected(corpus, text, k, arity, max_n=max_n, readings=readings, index=build_index(Path(folder), corpus, max_n))
-        return
     opened = open_index(index) if isinstance(index, Path) else index
     assert detect(opened, text, k, arity, readings=readings).protected, f"detect finds {text!r} linkable under {readings}"
 

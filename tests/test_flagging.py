@@ -51,6 +51,13 @@ def protect(
     return loop.run([text])[0]
 
 
+def assert_loops_protect(corpus: list[str], index: CorpusIndex, text: str, k: int, arity: int, strategy: str, exact: RewriteResult) -> None:
+    """``exact`` (the loop's output under the exact reading) protected under that reading, and the
+    loop under every reading the product checks by default protecting under each of them."""
+    assert_protected(corpus, exact.text, k, arity, readings=EXACT, index=index)
+    assert_protected(corpus, protect(index, text, k, arity, strategy, readings=DEFAULT_READINGS).text, k, arity, index=index)
+
+
 def phrases(detection: Detection) -> set[str]:
     return {detection.text[o.start : o.end] for o in detection.to_rephrase()}
 
@@ -89,10 +96,8 @@ def test_one_phrase_shared_by_every_linkable_pair(tmp_path: Path, arity: int) ->
     assert results["min_cover"].text == "alpha beta [REDACTED]. red. green. blue."
     assert results["optimal"].text == results["min_cover"].text
     assert results["shortest"].text == "alpha beta gamma. [REDACTED]."  # red, green, blue: one hidden stretch
-    for result in results.values():
-        assert_protected(ONE_HUB, result.text, 2, arity, readings=EXACT, index=index)
-    for strategy in STRATEGIES:  # the loop under every reading protects under every reading
-        assert_protected(ONE_HUB, protect(index, text, 2, arity, strategy, readings=DEFAULT_READINGS).text, 2, arity, index=index)
+    for strategy, result in results.items():
+        assert_loops_protect(ONE_HUB, index, text, 2, arity, strategy, result)
 
 
 def test_two_disjoint_pair_clusters(tmp_path: Path) -> None:
@@ -105,8 +110,7 @@ def test_two_disjoint_pair_clusters(tmp_path: Path) -> None:
         assert phrases(detect(index, text, 2, arity, flagging="shortest")) == {"red", "green", "cyan", "blue"}
         result = protect(index, text, 2, arity, "min_cover")
         assert result.text == "alpha beta [REDACTED]. delta eps [REDACTED]. red. green. cyan. blue."
-        assert_protected(TWO_HUBS, result.text, 2, arity, readings=EXACT, index=index)
-        assert_protected(TWO_HUBS, protect(index, text, 2, arity, "min_cover", readings=DEFAULT_READINGS).text, 2, arity, index=index)
+        assert_loops_protect(TWO_HUBS, index, text, 2, arity, "min_cover", result)
 
 
 def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> None:
@@ -124,8 +128,7 @@ def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> No
     # one pass per new piece, each new mask merged with the one beside it (one mask per hidden stretch)
     assert [e["original"] for e in result.edits] == ["gamma", "beta [REDACTED]", "alpha [REDACTED]"]
     assert result.passes == 3 and result.text == "[REDACTED]. red. red."
-    assert_protected(corpus, result.text, 2, 2, readings=EXACT, index=index)
-    assert_protected(corpus, protect(index, text, 2, 2, "min_cover", readings=DEFAULT_READINGS).text, 2, 2, index=index)
+    assert_loops_protect(corpus, index, text, 2, 2, "min_cover", result)
 
 
 def test_every_occurrence_of_a_removed_key_is_rewritten(tmp_path: Path) -> None:
@@ -136,8 +139,7 @@ def test_every_occurrence_of_a_removed_key_is_rewritten(tmp_path: Path) -> None:
     for strategy in STRATEGIES:
         result = protect(index, text, 2, 3, strategy)
         assert result.passes == 1, strategy
-        assert_protected(corpus, result.text, 2, 3, readings=EXACT, index=index)
-        assert_protected(corpus, protect(index, text, 2, 3, strategy, readings=DEFAULT_READINGS).text, 2, 3, index=index)
+        assert_loops_protect(corpus, index, text, 2, 3, strategy, result)
 
 
 def test_bad_strategy() -> None:
@@ -164,6 +166,7 @@ def brute_force_minimum(tokens: int, required: list[list[int]], occurrences: dic
             if all(set(combo) & removed for combo in combinations):
                 return size
     raise AssertionError("masking every token must protect the text")
+
 
 #: Sentences of one to three words from a small vocabulary: each word is in many documents, each
 #: pair in fewer, so linkable combinations are common (a fifth of the examples), not only n-grams.

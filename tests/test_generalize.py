@@ -15,8 +15,7 @@ import pytest
 import spacy
 from spacy_llm.registry import registry
 
-import spec_oracle
-from conftest import replay
+from conftest import assert_protected, replay
 from spacy_delink.errors import InputError
 from spacy_delink.llm.models.generalize import Generalizer, candidates
 from spacy_delink.llm.models.generalize.model import GeneralizeModel
@@ -120,7 +119,7 @@ def test_the_mask_model_generalizes_first_and_its_edits_replay(index_path: Path)
     assert doc.text == "The farm near the lake was registered in the 1990s by the owner."
     assert [(e["original"], e["replacement"], e["by"]) for e in doc._.delink_edits] == [("in 1997", "in the 1990s", "generalize")]
     assert replay(text, doc._.delink_edits, originals=True) == doc.text and doc._.delink_protected
-    assert spec_oracle.assess(CORPUS, doc.text, 2, 8)["ngrams"] == []
+    assert_protected(CORPUS, doc.text, 2, index=index_path)  # every reading the rewriter checked
     # Without the generalizer the mask breaks the year instead.
     masked = rewriter(index_path, {"@llm_models": "spacy_delink.Mask.v1", "generalize": False})(text)
     assert masked.text == "The farm near the lake was registered in [REDACTED] by the owner."
@@ -131,7 +130,7 @@ def test_a_form_detection_refuses_is_not_kept(index_path: Path) -> None:
     text = "The farm near the lake was registered in 1997 by the owner."
     doc = rewriter(index_path, {"@llm_models": "spacy_delink.Mask.v1"}, k=3)(text)
     assert all(e["by"] == "mask" for e in doc._.delink_edits) and doc._.delink_protected
-    assert spec_oracle.assess(CORPUS, doc.text, 3, 8)["ngrams"] == []
+    assert_protected(CORPUS, doc.text, 3, index=index_path)
 
 
 def test_generalize_model_wraps_any_model(index_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_partitions_shards_and_spilled_work_give_the_same_index(tmp_path: Path) 
     assert in_memory.shard_bits == 0
     builder = IndexBuilder(LinkageRules(max_n=4), memory_mb=64, progress=False)
     builder.memory_bytes = 200_000  # several partitions, 16 shards, work arrays spilled to files
-    summary = builder.build_index([(f"d{i}", t) for i, t in enumerate(corpus)], tmp_path / "b" / "index")
+    summary = builder.build([(f"d{i}", t) for i, t in enumerate(corpus)], tmp_path / "b" / "index")
     assert summary.partitions > 1 and summary.shards > 1
     spilled = CorpusIndex(tmp_path / "b" / "index")
     for n in range(1, 5):
@@ -136,14 +136,14 @@ def test_key_file_is_separate_and_required(tmp_path: Path) -> None:
         CorpusIndex(tmp_path / "index")
     assert CorpusIndex(tmp_path / "index", key_file=moved).documents == 3
     other = tmp_path / "other"
-    IndexBuilder(progress=False).build_index([("x", "some text")], other)
+    IndexBuilder(progress=False).build([("x", "some text")], other)
     with pytest.raises(IndexFormatError, match="does not belong"):
         CorpusIndex(tmp_path / "index", key_file=tmp_path / "other.key")
 
 
 def test_key_file_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DELINK_KEY_FILE", str(tmp_path / "secret.key"))
-    IndexBuilder(progress=False).build_index([("x", "some text")], tmp_path / "index")
+    IndexBuilder(progress=False).build([("x", "some text")], tmp_path / "index")
     assert (tmp_path / "secret.key").exists()
     assert CorpusIndex(tmp_path / "index").documents == 1
 
@@ -195,11 +195,11 @@ def test_other_rules_are_refused(tmp_path: Path) -> None:
 def test_bad_corpora(tmp_path: Path) -> None:
     builder = IndexBuilder(progress=False)
     with pytest.raises(InputError, match="no documents"):
-        builder.build_index([], tmp_path / "a")
+        builder.build([], tmp_path / "a")
     with pytest.raises(InputError, match="no tokens"):
-        builder.build_index([("a", ""), ("b", " ... ")], tmp_path / "b")
+        builder.build([("a", ""), ("b", " ... ")], tmp_path / "b")
     with pytest.raises(InputError, match="duplicate document id"):
-        builder.build_index([("a", "x"), ("a", "y")], tmp_path / "c")
+        builder.build([("a", "x"), ("a", "y")], tmp_path / "c")
     assert not any(p.name.startswith((".a", ".b", ".c")) for p in tmp_path.iterdir()), "partial index left behind"
     assert not (tmp_path / "a").exists()
     with pytest.raises(InputError, match="k must be"):
