@@ -17,6 +17,7 @@ from hypothesis import settings
 
 import spec_oracle
 from spacy_delink.cli import main
+from spacy_delink.errors import InputError
 from spacy_delink.linkage.attack import detect
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, open_index
 from spacy_delink.linkage.readings import DEFAULT_READINGS
@@ -105,6 +106,14 @@ def replay(source: str, edits: Sequence[dict[str, Any]], originals: bool = False
                 assert text[edit["start"] : edit["end"]] == edit["original"], edit
             text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
     return text
+
+
+def assert_file_refused(load: Callable[[Path], Any], path: Path, content: str | None, message: str) -> None:
+    """``load`` refuses ``path``, written with ``content`` (None: absent), with an InputError matching ``message``."""
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        load(path)
 
 
 @pytest.fixture(scope="module")
