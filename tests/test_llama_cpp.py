@@ -153,6 +153,7 @@ def _free_port() -> int:
 
 
 def _answers(url: str) -> bool:
+    """Whether the server answers ``url`` with 200 (not yet listening counts as no)."""
     try:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
