@@ -1,40 +1,144 @@
-"""Shared fixtures: the location of ../shared/data (skip cleanly without it) and the in-process CLI."""
+"""Shared fixtures and helpers: the location of ../shared/data, optional pieces that CI requires,
+the hypothesis profiles, index builders, the protection check, and the in-process CLI."""
 from __future__ import annotations
 
+import importlib
+import itertools
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any, Callable, NoReturn, Sequence
 
 import pytest
 import srsly
 from hypothesis import settings
 
+import spec_oracle
 from spacy_delink.cli import main
+from spacy_delink.errors import InputError
+from spacy_delink.linkage.attack import detect
+from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, open_index
+from spacy_delink.linkage.readings import DEFAULT_READINGS
+from spacy_delink.linkage.tokenize import LinkageRules
 
-# Property tests draw the same examples on every machine and run (no example database, no
-# deadline): a verdict must not depend on the machine, its load or an earlier run.
+# Property tests draw the same examples on every machine and run by default (no example
+# database, no deadline): a verdict must not depend on the machine, its load or an earlier run.
+# DELINK_HYPOTHESIS_PROFILE=nightly draws new random examples on each run, ten times
+# as many (``examples``), for a scheduled run that looks further than the pull-request one.
+PROFILES = {"delink": 1, "nightly": 10}
 settings.register_profile("delink", derandomize=True, database=None, deadline=None)
-settings.load_profile("delink")
+settings.register_profile("nightly", derandomize=False, database=None, deadline=None, print_blob=True)
+PROFILE = os.environ.get("DELINK_HYPOTHESIS_PROFILE", "") or "delink"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the hypothesis profile before any test module is collected (``examples`` reads it there)."""
+    if PROFILE not in PROFILES:
+        raise pytest.UsageError(f"DELINK_HYPOTHESIS_PROFILE={PROFILE!r} is not a profile; choose from {', '.join(PROFILES)}")
+    settings.load_profile(PROFILE)
+
+
+def examples(count: int) -> int:
+    """A property test's ``max_examples``: ``count`` by default, more under the nightly profile.
+
+    A test's own ``max_examples`` wins over any profile's, so the scale is applied here."""
+    return count * PROFILES[PROFILE]
+
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-#: CI sets DELINK_REQUIRE_DATA=1: there a missing ../shared/data fails the tests that need it
-#: instead of skipping them (the independent checks on real documents live there).
-REQUIRE_DATA = os.environ.get("DELINK_REQUIRE_DATA", "") not in ("", "0")
+def required(variable: str) -> bool:
+    """Whether CI's ``variable`` (DELINK_REQUIRE_DATA, DELINK_REQUIRE_ORACLE, DELINK_REQUIRE_LLM) is set.
+
+    Read at each call, so a test of the gate can set it."""
+    return os.environ.get(variable, "") not in ("", "0")
+
+
+def unavailable(reason: str, variable: str) -> NoReturn:
+    """Skip the calling test for a missing optional piece, or fail it where ``variable`` requires the piece (CI)."""
+    if required(variable):
+        pytest.fail(f"{reason}; {variable}=1 requires it", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def shared_path(*parts: str) -> Path:
-    """Path under ../shared/data, skipping the calling test when it is absent (failing it under DELINK_REQUIRE_DATA=1)."""
+    """Path under ../shared/data, skipping the calling test when it is absent (failing it under DELINK_REQUIRE_DATA=1).
+
+    CI sets DELINK_REQUIRE_DATA=1: the independent checks on real documents live there."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        reason = f"shared data not available: {path} (tests read ../shared/data beside the checkout)"
-        if REQUIRE_DATA:
-            pytest.fail(f"{reason}; DELINK_REQUIRE_DATA=1 requires it", pytrace=False)
-        pytest.skip(reason)
+        unavailable(f"shared data not available: {path} (tests read ../shared/data beside the checkout)", "DELINK_REQUIRE_DATA")
     return path
+
+
+def require_module(name: str, reason: str) -> ModuleType:
+    """``name`` imported, else the calling test (or module) skipped, or failed under DELINK_REQUIRE_ORACLE=1.
+
+    CI sets it: the oracle's engines (ICU, tantivy) come with the test extra, and a cross-check
+    that silently skipped would let the package's tables drift from them unseen."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        unavailable(f"{name} is not importable ({err}): {reason}", "DELINK_REQUIRE_ORACLE")
+
+
+def build_index(folder: Path, corpus: Sequence[str], max_n: int = 8, **builder: Any) -> CorpusIndex:
+    """``corpus`` (documents d0, d1, ...) indexed in ``folder / "index"`` (replaced if there) and opened.
+
+    ``builder``: more IndexBuilder settings (readings, shards, ...); the index holds every
+    reading by default, as the product builds it."""
+    out = folder / "index"
+    IndexBuilder(LinkageRules(max_n=max_n), progress=False, **builder).build([(f"d{i}", t) for i, t in enumerate(corpus)], out, overwrite=True)
+    return CorpusIndex(out)
+
+
+def replay(source: str, edits: Sequence[dict[str, Any]], originals: bool = False) -> str:
+    """The output rebuilt from ``source`` and its edits, pass by pass (offsets refer to the text
+    before their pass), each edit's ``original`` checked against the text it replaces where it is
+    there (the component keeps it with keep_source); ``originals``: every edit must carry it."""
+    text = source
+    for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
+        for edit in sorted(group, key=lambda e: e["start"], reverse=True):
+            if originals or "original" in edit:
+                assert text[edit["start"] : edit["end"]] == edit["original"], edit
+            text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
+    return text
+
+
+def assert_file_refused(load: Callable[[Path], Any], path: Path, content: str | None, message: str) -> None:
+    """``load`` refuses ``path``, written with ``content`` (None: absent), with an InputError matching ``message``."""
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        load(path)
+
+
+@pytest.fixture(scope="module")
+def index_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the index of the test module's ``CORPUS`` (a list of texts), built once per module."""
+    return build_index(tmp_path_factory.mktemp(request.module.__name__), request.module.CORPUS).path
+
+
+@pytest.fixture(scope="module")
+def corpus_index(index_path: Path) -> CorpusIndex:
+    """The test module's ``CORPUS``, indexed once per module and opened (for tests that only read it)."""
+    return CorpusIndex(index_path)
+
+
+def assert_protected(
+    corpus: Sequence[str], text: str, k: int, arity: int = 1, *, index: CorpusIndex | Path, max_n: int = 8,
+    readings: Sequence[str] = DEFAULT_READINGS,
+) -> None:
+    """SPEC §7 under each of ``readings`` (by default every reading the product checks): by the
+    independent oracle (tests/spec_oracle.py) on ``corpus`` and by the package's own ``detect`` on
+    ``index``, the index of ``corpus`` (opened, or its folder). Either saying "linkable" fails the test."""
+    readings = tuple(readings)
+    assert spec_oracle.protected(list(corpus), text, k, max_n, arity, readings=readings), f"the oracle finds {text!r} linkable under {readings}"
+    opened = open_index(index) if isinstance(index, Path) else index
+    assert detect(opened, text, k, arity, readings=readings).protected, f"detect finds {text!r} linkable under {readings}"
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from spacy_delink.evaluate.settings import EvaluationSettings
 from spacy_delink.linkage.search_form import fold_text
 from spacy_delink.linkage.tokenize import LinkageRules
 
+from conftest import examples
 import spec_oracle
 
 
@@ -119,7 +120,7 @@ def joined(words: list[str], gaps: list[str]) -> str:
 word_lists = st.lists(st.sampled_from(WORDS), min_size=1, max_size=10)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(data=st.data())
 def test_the_search_reading_matches_a_brute_force_reference(data: st.DataObject) -> None:
     """Random corpora of a few words written many ways; the queries are some of the same word
@@ -195,7 +196,7 @@ def test_what_is_still_outside_the_contract_is_measured_apart() -> None:
     assert long.proximity[(2, 1)].witness["phrases"] == ["a b c"]  # type: ignore[index]
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(
     st.lists(st.lists(st.sampled_from(["a", "b", "c", "[X]"]), max_size=14), min_size=1, max_size=5),
     st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),

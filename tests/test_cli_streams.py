@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
-import srsly
 
 from conftest import Outcome
 
@@ -42,15 +41,12 @@ def fifo(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], bytes]]]:
     reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
 
     def read() -> bytes:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(reader, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
+        """What the FIFO holds now: read until it is empty (no writer left) or would block."""
+        chunks: list[bytes] = []
+        try:
+            chunks.extend(iter(lambda: os.read(reader, 1 << 16), b""))
+        except BlockingIOError:
+            pass
         return b"".join(chunks)
 
     yield path, read

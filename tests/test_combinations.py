@@ -10,22 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import build_index, examples
 import spec_oracle
 from spacy_delink.linkage import combination_search as combinations
 from spacy_delink.linkage.attack import DEFAULT_MAX_COMBINATIONS, assess_text, detect
 from spacy_delink.linkage.combinations import CombinationAnalysis, analyze_combinations, check_arity
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
-from spacy_delink.linkage.tokenize import LinkageRules
-
-
-def build(tmp_path: Path, corpus: list[str], max_n: int = 8) -> CorpusIndex:
-    out = tmp_path / "index"
-    IndexBuilder(LinkageRules(max_n=max_n), progress=False).build(
-        [(f"d{i}", t) for i, t in enumerate(corpus)], out, overwrite=True
-    )
-    return CorpusIndex(out)
+from spacy_delink.linkage.index import CorpusIndex
 
 
 def run(index: CorpusIndex, text: str, k: int, arity: int) -> dict[str, object]:
@@ -55,8 +47,8 @@ CORPUS = [
 ]
 
 
-def test_hand_worked_pairs_and_triples(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS)
+def test_hand_worked_pairs_and_triples(corpus_index: CorpusIndex) -> None:
+    index = corpus_index
     text = "Slovenian. Farm. 1994."
     # Every word has df 3 and every pair df 2 ({S,F}: d0,d1; {S,1994}: d0,d2; {F,1994}: d0,d3).
     # k=3: each pair (support 2) is linkable and minimal; the triple is not minimal.
@@ -74,7 +66,7 @@ def test_hand_worked_pairs_and_triples(tmp_path: Path) -> None:
 
 def test_flagged_member_is_shortest_then_earliest(tmp_path: Path) -> None:
     corpus = ["the old farm. near mura", "the old farm. elsewhere", "near mura. elsewhere"]
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     text = "The old farm. Near Mura."
     result = analyze_combinations(index, analyze(index, text, 2), 2)
     [combination] = result.head()
@@ -83,7 +75,7 @@ def test_flagged_member_is_shortest_then_earliest(tmp_path: Path) -> None:
     assert result.flagged() == [result.flagged_member(combination)]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     corpus=st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f b", "a c"]), min_size=1, max_size=6), min_size=2, max_size=7),
     query=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f b", "a c", "g"]), min_size=0, max_size=7),
@@ -102,7 +94,7 @@ def test_matches_enumeration(
     # With ". " every item is its own segment; with " " phrases overlap and nest.
     texts = [separator.join(doc) for doc in corpus]
     text = separator.join(query)
-    index = build(tmp_path_factory.mktemp("c"), texts, max_n=max_n)
+    index = build_index(tmp_path_factory.mktemp("c"), texts, max_n=max_n)
     for k in range(2, len(texts) + 2):
         expected = oracle(texts, text, k, max_n, arity)
         assert run(index, text, k, arity) == expected, f"k={k}"
@@ -115,8 +107,8 @@ def test_matches_enumeration(
         assert capped.head(0) == []
 
 
-def test_bad_input(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS)
+def test_bad_input(corpus_index: CorpusIndex) -> None:
+    index = corpus_index
     for bad in (1, 4, "3"):
         with pytest.raises(InputError, match="arity"):
             check_arity(bad)  # type: ignore[arg-type]
@@ -129,7 +121,7 @@ def test_bad_input(tmp_path: Path) -> None:
 def test_component_spans_and_attributes(tmp_path: Path) -> None:
     import spacy
 
-    build(tmp_path, CORPUS)
+    build_index(tmp_path, CORPUS)
     nlp = spacy.blank("en")
     exact = {"index": str(tmp_path / "index"), "k": 2, "readings": ["exact"]}
     nlp.add_pipe("delink_risk", config=exact)
@@ -167,7 +159,7 @@ def test_component_spans_and_attributes(tmp_path: Path) -> None:
 def test_component_bad_config(tmp_path: Path) -> None:
     import spacy
 
-    build(tmp_path, CORPUS)
+    build_index(tmp_path, CORPUS)
     nlp = spacy.blank("en")
     with pytest.raises(InputError, match="arity"):
         nlp.add_pipe("delink_combinations", config={"index": str(tmp_path / "index"), "arity": 4})
@@ -181,7 +173,7 @@ def test_index_without_posting_lists_is_refused(tmp_path: Path) -> None:
     """The combination search reads posting lists: an index whose level-1 lists are gone is refused up front."""
     from spacy_delink.errors import IndexFormatError
 
-    build(tmp_path, CORPUS)
+    build_index(tmp_path, CORPUS)
     [level_one] = (tmp_path / "index").glob("*level-1.ef")  # the posting lists (Elias–Fano)
     level_one.unlink()
     with pytest.raises(IndexFormatError, match="level-1"):
@@ -215,7 +207,7 @@ def phrase_texts(draw: st.DrawFn, min_size: int, max_size: int) -> str:
 
 
 @pytest.mark.parametrize("blocks", ["default", "small", "small, packed keys overflow"])
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(phrase_texts(1, 6), min_size=2, max_size=7), text=phrase_texts(0, 8))
 def test_every_cap_k_and_arity_matches_the_oracle(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, blocks: str, corpus: list[str], text: str
@@ -227,7 +219,7 @@ def test_every_cap_k_and_arity_matches_the_oracle(
     if blocks == "small, packed keys overflow":
         monkeypatch.setattr(combinations, "_spec_keys", lambda members, support: None)
     max_n = 3
-    index = build(tmp_path_factory.mktemp("c"), corpus, max_n=max_n)
+    index = build_index(tmp_path_factory.mktemp("c"), corpus, max_n=max_n)
     for k in range(2, 6):
         analysis = analyze(index, text, k)
         for arity in (2, 3):
@@ -259,7 +251,7 @@ def test_two_candidates_at_arity_3_do_not_crash(tmp_path: Path) -> None:
     import spacy
 
     corpus = [json.loads(line)["text"] for line in SAMPLES.read_text(encoding="utf-8").splitlines() if line.strip()]
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     record = assess_text(index, "one", ISSUE_TEXT, 2, 3)
     expected = spec_oracle.assess_combinations(corpus, ISSUE_TEXT, 2, 8, 3)
     assert len(analyze_combinations(index, analyze(index, ISSUE_TEXT, 2), 3).candidates) == 2
@@ -282,7 +274,7 @@ def test_candidates_in_more_documents_than_a_word_holds_match_the_oracle(
     rng = random.Random(12)
     corpus = [". ".join(rng.sample(PIECES, rng.randint(2, 7))) for _ in range(150)]
     text = ". ".join(PIECES)
-    index = build(tmp_path, corpus, max_n=3)
+    index = build_index(tmp_path, corpus, max_n=3)
     for k in (2, 15, 40, 90):
         analysis = analyze(index, text, k)
         for arity in (2, 3):
@@ -307,7 +299,7 @@ def test_triples_among_any_subset_and_anchors_equal_brute_force(
     monkeypatch.setattr(combinations, "_NARROW_DOCUMENTS", narrow_limit)
     rng = random.Random(7)
     corpus = [". ".join(rng.sample(PIECES, rng.randint(2, 7))) for _ in range(150)]
-    index = build(tmp_path, corpus, max_n=3)
+    index = build_index(tmp_path, corpus, max_n=3)
     k = 40  # here 23 of the 56 triples of the 8 candidates are linkable, none of their pairs
     found = analyze_combinations(index, analyze(index, ". ".join(PIECES), k), 3, max_combinations=0)
     assert found.triples_complete  # no linkable pair: the decision enumerated them; a cover usually finds them unlisted

@@ -23,7 +23,7 @@ import spec_oracle
 from spacy_delink.components.extensions import FINDINGS_KEY, TOKEN_RISK_KEY, register
 from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.linkage.attack import detect
-from spacy_delink.linkage.index import KEY_ENV, IndexBuilder
+from spacy_delink.linkage.index import KEY_ENV
 
 CORPUS = [
     "The applicant's farm near the river Mura was sold.",
@@ -39,13 +39,6 @@ TEXT = "Her farm near the river Mura was sold."
 COMBO_ONLY = "alpha beta. gamma delta."
 TEXTS = [TEXT, COMBO_ONLY, "alpha beta. gamma delta. zeta.", "Farm. Sold.", ""]
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("components") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 def linkable_texts(doc: Doc, key: str = "linkable") -> list[str]:

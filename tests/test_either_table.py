@@ -11,24 +11,24 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 import spacy
 
 import spec_oracle
+from conftest import build_index, require_module
 from spacy_delink.linkage import search_form
 from spacy_delink.linkage.attack import Detection, assess_text, detect
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
+from spacy_delink.linkage.index import CorpusIndex
 from spacy_delink.linkage.ngrams import minimal_across
-from spacy_delink.linkage.tokenize import LinkageRules, SearchTokenizer
+from spacy_delink.linkage.tokenize import SearchTokenizer
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop
 from test_incremental_detection import same_covers, same_detection
 
-pytest.importorskip("tantivy", reason="the oracle's ASCII folding is tantivy's own filter (the test extra)")
-pytest.importorskip("icu", reason="the oracle's UTS #39 skeletons and Nd digits come from ICU (the test extra)")
+require_module("tantivy", "the oracle's ASCII folding is tantivy's own filter (the test extra)")
+require_module("icu", "the oracle's UTS #39 skeletons and Nd digits come from ICU (the test extra)")
 
 MAX_N = 4
 CORPUS = [
@@ -41,20 +41,14 @@ CORPUS = [
 PAIRS = ["Pellow lived in Leeds.", "Pellow lived in York.", "Smith lived in Leeds.", "Smith lived in York."]
 
 
-def build(tmp_path: Path, corpus: list[str]) -> CorpusIndex:
-    out = tmp_path / "index"
-    IndexBuilder(LinkageRules(max_n=MAX_N), progress=False).build([(f"d{i}", t) for i, t in enumerate(corpus)], out, overwrite=True)
-    return CorpusIndex(out)
-
-
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> CorpusIndex:
-    return build(tmp_path_factory.mktemp("either"), CORPUS)
+    return build_index(tmp_path_factory.mktemp("either"), CORPUS, MAX_N)
 
 
 @pytest.fixture(scope="module")
 def pairs_index(tmp_path_factory: pytest.TempPathFactory) -> CorpusIndex:
-    return build(tmp_path_factory.mktemp("pairs"), PAIRS)
+    return build_index(tmp_path_factory.mktemp("pairs"), PAIRS, MAX_N)
 
 
 def oracle_minimal(corpus: list[str], text: str, k: int) -> tuple[list[tuple[int, int, int]], int | None]:

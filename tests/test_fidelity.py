@@ -42,12 +42,7 @@ def verdicts(server: HostileOpenAI, text: str, spans: list[tuple[int, int]], scr
     server.script = script
     rewrite = make_rewrite_task(spans_per_prompt=1, **task)
     rewrite.use_document_frequencies(frequencies)
-    model = make_openai_compatible(server.base_url, "script", retries=1, backoff=0.0, timeout=5.0)
-    doc = rewrite.request_doc(spacy.blank("en").vocab, text, spans)
-    prompts, shards = zip(*rewrite.generate_prompts([doc]))
-    (answered,) = rewrite.parse_responses(shards, model(prompts))
-    result: dict[str, Any] = answered.user_data[RESULT_KEY]
-    return result
+    return verdicts_with(rewrite, server, text, spans)
 
 
 @pytest.mark.parametrize(("sentence", "span", "replacement", "reason"), ISSUE_EXAMPLES)

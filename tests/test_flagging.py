@@ -4,51 +4,58 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pytest
 import spacy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
+from conftest import assert_protected, build_index, examples
 from spacy_delink.errors import InputError
 from spacy_delink.linkage.attack import Detection
 from spacy_delink.linkage.attack import detect as detect_readings
 from spacy_delink.linkage.cover import heuristics as cover
 from spacy_delink.linkage.strategies import STRATEGIES, check_strategy
 from spacy_delink.linkage.index import CorpusIndex
+from spacy_delink.linkage.readings import DEFAULT_READINGS
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.rewrite.loop import RewriteLoop, RewriteResult
 from spacy_delink.rewrite.masking import mask_ranges
-from test_combinations import build, phrase_texts
+from test_combinations import phrase_texts
 
 MASK = "[REDACTED]"
+#: The reading the hand-made covers below are worked out in.
+EXACT = ("exact",)
 
 
 def detect(*args: Any, **kwargs: Any) -> Detection:
     """The strategies under the exact reading, where the hand-made covers below are worked out
     (one phrase per "."-separated piece); the joint cover of both readings is tested in
     tests/test_search_reading.py."""
-    return detect_readings(*args, readings=("exact",), **kwargs)
+    return detect_readings(*args, readings=EXACT, **kwargs)
 
 
 def protect(
-    index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token", mask: str = MASK
+    index: CorpusIndex, text: str, k: int, arity: int, strategy: str, granularity: str = "token", mask: str = MASK,
+    readings: Sequence[str] = EXACT,
 ) -> RewriteResult:
-    """The rewriter's own loop, masks only (what ``delink protect`` runs with the Mask model)."""
+    """The rewriter's own loop, masks only (what ``delink protect`` runs with the Mask model), under ``readings``."""
     loop = RewriteLoop(
-        name="test", detect=lambda t, carried=(): detect(index, t, k, arity, flagging=strategy, carried=carried), task=make_rewrite_task(),
+        name="test", task=make_rewrite_task(),
+        detect=lambda t, carried=(): detect_readings(index, t, k, arity, flagging=strategy, carried=carried, readings=readings),
         vocab=spacy.blank("en").vocab, llm=None, max_passes=0, mask=mask, granularity=granularity, stats=Counter(),
     )
     return loop.run([text])[0]
 
 
-def assert_protected(corpus: list[str], text: str, k: int, arity: int, max_n: int = 8) -> None:
-    """SPEC §7 by the oracle: no linkable n-gram, no linkable combination."""
-    assert spec_oracle.assess(corpus, text, k, max_n)["ngrams"] == []
-    assert not spec_oracle.assess_combinations(corpus, text, k, max_n, arity)["combination_linkable"]
+def assert_loops_protect(corpus: list[str], index: CorpusIndex, text: str, k: int, arity: int, strategy: str, exact: RewriteResult) -> None:
+    """``exact`` (the loop's output under the exact reading) protected under that reading, and the
+    loop under every reading the product checks by default protecting under each of them."""
+    assert_protected(corpus, exact.text, k, arity, readings=EXACT, index=index)
+    assert_protected(corpus, protect(index, text, k, arity, strategy, readings=DEFAULT_READINGS).text, k, arity, index=index)
 
 
 def phrases(detection: Detection) -> set[str]:
@@ -78,7 +85,7 @@ TWO_HUBS = [
 
 @pytest.mark.parametrize("arity", [2, 3])
 def test_one_phrase_shared_by_every_linkable_pair(tmp_path: Path, arity: int) -> None:
-    index = build(tmp_path, ONE_HUB)
+    index = build_index(tmp_path, ONE_HUB)
     text = ONE_HUB[0]
     first = detect(index, text, 2, arity, flagging="min_cover")
     assert phrases(first) == {"alpha beta gamma"}
@@ -89,12 +96,12 @@ def test_one_phrase_shared_by_every_linkable_pair(tmp_path: Path, arity: int) ->
     assert results["min_cover"].text == "alpha beta [REDACTED]. red. green. blue."
     assert results["optimal"].text == results["min_cover"].text
     assert results["shortest"].text == "alpha beta gamma. [REDACTED]."  # red, green, blue: one hidden stretch
-    for result in results.values():
-        assert_protected(ONE_HUB, result.text, 2, arity)
+    for strategy, result in results.items():
+        assert_loops_protect(ONE_HUB, index, text, 2, arity, strategy, result)
 
 
 def test_two_disjoint_pair_clusters(tmp_path: Path) -> None:
-    index = build(tmp_path, TWO_HUBS)
+    index = build_index(tmp_path, TWO_HUBS)
     text = TWO_HUBS[0]
     for arity in (2, 3):
         cover = detect(index, text, 2, arity, flagging="min_cover")
@@ -103,13 +110,13 @@ def test_two_disjoint_pair_clusters(tmp_path: Path) -> None:
         assert phrases(detect(index, text, 2, arity, flagging="shortest")) == {"red", "green", "cyan", "blue"}
         result = protect(index, text, 2, arity, "min_cover")
         assert result.text == "alpha beta [REDACTED]. delta eps [REDACTED]. red. green. cyan. blue."
-        assert_protected(TWO_HUBS, result.text, 2, arity)
+        assert_loops_protect(TWO_HUBS, index, text, 2, arity, "min_cover", result)
 
 
 def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> None:
     """Masking "gamma" leaves "alpha beta", rare enough to link with "red": detection runs again."""
     corpus = ["alpha beta gamma. red.", "alpha beta gamma.", "alpha beta.", "red.", "red."]
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     text = "alpha beta gamma. red. red."  # red twice: removing it costs two tokens, the phrase one
     first = detect(index, text, 2, 2)
     assert phrases(first) == {"alpha beta gamma"}
@@ -121,18 +128,18 @@ def test_a_one_token_mask_creates_a_new_linkable_candidate(tmp_path: Path) -> No
     # one pass per new piece, each new mask merged with the one beside it (one mask per hidden stretch)
     assert [e["original"] for e in result.edits] == ["gamma", "beta [REDACTED]", "alpha [REDACTED]"]
     assert result.passes == 3 and result.text == "[REDACTED]. red. red."
-    assert_protected(corpus, result.text, 2, 2)
+    assert_loops_protect(corpus, index, text, 2, 2, "min_cover", result)
 
 
 def test_every_occurrence_of_a_removed_key_is_rewritten(tmp_path: Path) -> None:
     """The adversary's search for a key matches every repetition: one pass masks them all."""
     corpus = ["farm. mill. river sava.", "farm. mill.", "farm. river sava.", "mill. river sava."]
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     text = ". ".join(["farm", "mill", "river sava"] * 5) + "."
     for strategy in STRATEGIES:
         result = protect(index, text, 2, 3, strategy)
         assert result.passes == 1, strategy
-        assert_protected(corpus, result.text, 2, 3)
+        assert_loops_protect(corpus, index, text, 2, 3, strategy, result)
 
 
 def test_bad_strategy() -> None:
@@ -161,8 +168,33 @@ def brute_force_minimum(tokens: int, required: list[list[int]], occurrences: dic
     raise AssertionError("masking every token must protect the text")
 
 
+#: Sentences of one to three words from a small vocabulary: each word is in many documents, each
+#: pair in fewer, so linkable combinations are common (a fifth of the examples), not only n-grams.
+COVER_WORDS = ["sava", "farm", "mill", "river", "1994", "north", "bank"]
+sentences = st.lists(
+    st.lists(st.sampled_from(COVER_WORDS), min_size=1, max_size=3, unique=True).map(" ".join), min_size=1, max_size=5, unique=True
+).map(lambda pieces: ". ".join(pieces) + ".")
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(corpus=st.lists(sentences, min_size=3, max_size=8), text=sentences, k=st.integers(2, 4), arity=st.sampled_from([2, 3]))
+def test_the_optimal_cover_is_a_brute_force_minimum(
+    tmp_path_factory: pytest.TempPathFactory, corpus: list[str], text: str, k: int, arity: int
+) -> None:
+    """HiGHS's cover against every token set, smallest first: not only the solver's own ``proven_optimal``."""
+    max_n = 3
+    oracle_tokens, _ = spec_oracle.tokenize(text)
+    assume(len(oracle_tokens) <= BRUTE_FORCE_TOKENS)
+    minimal = spec_oracle.assess(corpus, text, k, max_n)["ngrams"]
+    required = [[i for i, t in enumerate(oracle_tokens) if start <= t.start and t.end <= end] for start, end, _ in minimal]
+    linkable = [combo for combo, _ in spec_oracle.linkable_combinations(corpus, text, k, max_n, arity)]
+    smallest = brute_force_minimum(len(oracle_tokens), required, spec_oracle.maximal_occurrences(corpus, text, k, max_n), linkable)
+    index = build_index(tmp_path_factory.mktemp("f"), corpus, max_n=max_n)
+    cover = detect(index, text, k, arity, max_combinations=1, flagging="optimal").cover()
+    assert (cover.cost, cover.lower_bound, cover.proven_optimal) == (smallest, smallest, True)
+
+
+@settings(max_examples=examples(30), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     corpus=st.lists(phrase_texts(1, 6), min_size=2, max_size=7),
     text=phrase_texts(1, 8),
@@ -174,7 +206,7 @@ def test_covers_hit_every_linkable_combination_and_order_as_expected(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], text: str, k: int, arity: int, granularity: str
 ) -> None:
     max_n = 3
-    index = build(tmp_path_factory.mktemp("f"), corpus, max_n=max_n)
+    index = build_index(tmp_path_factory.mktemp("f"), corpus, max_n=max_n)
     linkable = spec_oracle.linkable_combinations(corpus, text, k, max_n, arity)
     occurrences = spec_oracle.maximal_occurrences(corpus, text, k, max_n)
     oracle_tokens, _ = spec_oracle.tokenize(text)
@@ -191,15 +223,12 @@ def test_covers_hit_every_linkable_combination_and_order_as_expected(
             assert any(m and start <= t.start and t.end <= end for m, t in zip(masked, oracle_tokens)), strategy
         cover = detection.cover(granularity)
         costs[strategy] = cover.cost
-        if strategy == "optimal":
+        if strategy == "optimal":  # its cost against a brute-force minimum: test_the_optimal_cover_is_a_brute_force_minimum
             assert cover.proven_optimal and cover.lower_bound == cover.cost
-            if granularity == "token" and len(oracle_tokens) <= BRUTE_FORCE_TOKENS:  # not only HiGHS's own word
-                required = [[i for i, t in enumerate(oracle_tokens) if start <= t.start and t.end <= end] for start, end, _ in minimal]
-                assert cover.cost == brute_force_minimum(len(oracle_tokens), required, occurrences, [c for c, _ in linkable])
     assert costs["optimal"] <= costs["min_cover"] <= costs["shortest"]
-    for strategy in STRATEGIES:
-        result = protect(index, text, k, arity, strategy, granularity)
-        assert_protected(corpus, result.text, k, arity, max_n)
+    for strategy in STRATEGIES:  # the loop under every reading the product checks by default
+        result = protect(index, text, k, arity, strategy, granularity, readings=DEFAULT_READINGS)
+        assert_protected(corpus, result.text, k, arity, max_n=max_n, index=index)
 
 
 def test_covers_hit_every_minimal_triple_on_tab(tmp_path: Path) -> None:

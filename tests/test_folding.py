@@ -19,6 +19,7 @@ import pytest
 import spacy
 
 import spec_oracle
+from conftest import require_module
 from fake_openai_server import DISGUISES, FakeOpenAI
 from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.linkage import search_form
@@ -28,8 +29,8 @@ from spacy_delink.linkage.tokenize import LinkageRules
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.llm.tasks.rewrite.content import introduces_lookalikes
 
-tantivy = pytest.importorskip("tantivy", reason="the ASCII folding is probed from tantivy's own filter (the test extra)")
-icu = pytest.importorskip("icu", reason="Nd digits come from ICU (pip install icukit-pyicu, the test extra)")
+tantivy = require_module("tantivy", "the ASCII folding is probed from tantivy's own filter (the test extra)")
+icu = require_module("icu", "Nd digits come from ICU (pip install icukit-pyicu, the test extra)")
 
 #: The issue's hostile answer: turned e and a negative circled nineteen.
 HOSTILE = "Thǝ procǝedings ǝnded in ⓳93"
@@ -178,13 +179,6 @@ CORPUS = [
 ]
 TEXT = "Her farm was sold in 1994 near the river Mura."
 K = 2
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("hostile") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ alone writes "[REDACTED]".
 """
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -16,9 +15,8 @@ import pytest
 import spacy
 from spacy_llm.registry import registry
 
-import spec_oracle
+from conftest import assert_protected, replay
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import IndexBuilder
 from spacy_delink.llm.models.generalize import Generalizer, candidates
 from spacy_delink.llm.models.generalize.model import GeneralizeModel
 from spacy_delink.llm.models.mask import MaskModel
@@ -106,26 +104,12 @@ CORPUS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("generalize") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
-
-
 def rewriter(index_path: Path, model: dict[str, Any], k: int = 2) -> spacy.language.Language:
     nlp = spacy.blank("en")
     nlp.add_pipe("delink_rewriter", config={"index": str(index_path), "k": k, "arity": 1, "keep_source": True, "model": model})
     return nlp
 
 
-def replay(source: str, edits: list[dict[str, Any]]) -> str:
-    text = source
-    for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
-        for edit in sorted(group, key=lambda e: e["start"], reverse=True):
-            assert text[edit["start"] : edit["end"]] == edit["original"]
-            text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
-    return text
 
 
 def test_the_mask_model_generalizes_first_and_its_edits_replay(index_path: Path) -> None:
@@ -134,8 +118,8 @@ def test_the_mask_model_generalizes_first_and_its_edits_replay(index_path: Path)
     doc = rewriter(index_path, {"@llm_models": "spacy_delink.Mask.v1"})(text)
     assert doc.text == "The farm near the lake was registered in the 1990s by the owner."
     assert [(e["original"], e["replacement"], e["by"]) for e in doc._.delink_edits] == [("in 1997", "in the 1990s", "generalize")]
-    assert replay(text, doc._.delink_edits) == doc.text and doc._.delink_protected
-    assert spec_oracle.assess(CORPUS, doc.text, 2, 8)["ngrams"] == []
+    assert replay(text, doc._.delink_edits, originals=True) == doc.text and doc._.delink_protected
+    assert_protected(CORPUS, doc.text, 2, index=index_path)  # every reading the rewriter checked
     # Without the generalizer the mask breaks the year instead.
     masked = rewriter(index_path, {"@llm_models": "spacy_delink.Mask.v1", "generalize": False})(text)
     assert masked.text == "The farm near the lake was registered in [REDACTED] by the owner."
@@ -146,7 +130,7 @@ def test_a_form_detection_refuses_is_not_kept(index_path: Path) -> None:
     text = "The farm near the lake was registered in 1997 by the owner."
     doc = rewriter(index_path, {"@llm_models": "spacy_delink.Mask.v1"}, k=3)(text)
     assert all(e["by"] == "mask" for e in doc._.delink_edits) and doc._.delink_protected
-    assert spec_oracle.assess(CORPUS, doc.text, 3, 8)["ngrams"] == []
+    assert_protected(CORPUS, doc.text, 3, index=index_path)
 
 
 def test_generalize_model_wraps_any_model(index_path: Path) -> None:

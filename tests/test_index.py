@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import build_index, examples
 import spec_oracle
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.errors import IndexFormatError, InputError
@@ -17,14 +18,6 @@ from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
 
 from test_tokenization import texts
-
-
-def build(tmp_path: Path, corpus: list[str], max_n: int = 8, **kwargs: object) -> CorpusIndex:
-    out = tmp_path / "index"
-    IndexBuilder(LinkageRules(max_n=max_n), progress=False, **kwargs).build(
-        [(f"d{i}", text) for i, text in enumerate(corpus)], out, overwrite=True
-    )
-    return CorpusIndex(out)
 
 
 def result(index: CorpusIndex, text: str, k: int) -> dict[str, object]:
@@ -42,8 +35,8 @@ CORPUS = [
 ]
 
 
-def test_hand_worked_example(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS)
+def test_hand_worked_example(corpus_index: CorpusIndex) -> None:
+    index = corpus_index
     text = "Her farm near the river Mura was sold."
     # df: "her" 0 | "farm near the river" 2 (docs 0, 2) | "river mura" 1 (doc 0) | "mura" 1
     # k=2: minimal linkable = "Mura" (df 1); "river Mura" contains it; anonymity 1.
@@ -57,13 +50,12 @@ def test_hand_worked_example(tmp_path: Path) -> None:
     assert result(index, text, 3)["anonymity"] == 1
 
 
-def test_df_zero_is_not_linkable(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS)
-    assert result(index, "Completely unrelated words", 2) == {"ngrams": [], "anonymity": None}
+def test_df_zero_is_not_linkable(corpus_index: CorpusIndex) -> None:
+    assert result(corpus_index, "Completely unrelated words", 2) == {"ngrams": [], "anonymity": None}
 
 
-def test_documents_and_postings(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS)
+def test_documents_and_postings(corpus_index: CorpusIndex) -> None:
+    index = corpus_index
     tokens, digests = index.tokenize("farm")
     level = index.levels[1]
     row = int(level.lookup(digests)[0][0])
@@ -71,7 +63,7 @@ def test_documents_and_postings(tmp_path: Path) -> None:
     assert index.documents == 3 and index.tokens == sum(len(spec_oracle.tokenize(t)[0]) for t in CORPUS)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     corpus=st.lists(texts(), min_size=1, max_size=6),
     query=texts(),
@@ -83,7 +75,7 @@ def test_matches_brute_force_for_every_k(
 ) -> None:
     assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # a corpus without tokens proves nothing
     tmp = tmp_path_factory.mktemp("idx")
-    index = build(tmp, corpus, max_n=max_n)
+    index = build_index(tmp, corpus, max_n=max_n)
     # Queries drawn from the corpus itself exercise the frequent and the rare side.
     text = data.draw(st.sampled_from([query, *corpus, " ".join(corpus)]))
     for k in range(2, len(corpus) + 2):
@@ -95,7 +87,7 @@ def test_reduction_is_lossless_on_a_repetitive_corpus(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     vocab = ["a", "b", "c", "d", "e", "f"]
     corpus = [" ".join(rng.choice(vocab, size=40)) for _ in range(12)]
-    index = build(tmp_path, corpus, max_n=5)
+    index = build_index(tmp_path, corpus, max_n=5)
     for text in corpus[:4] + [" ".join(rng.choice(vocab, size=60))]:
         for k in (2, 3, 5, 13):
             assert result(index, text, k) == spec_oracle.assess(corpus, text, k, 5)
@@ -110,7 +102,7 @@ def test_partitions_shards_and_spilled_work_give_the_same_index(tmp_path: Path) 
     rng = np.random.default_rng(3)
     vocab = [f"w{i}" for i in range(300)]
     corpus = [" ".join(rng.choice(vocab, size=400)) for _ in range(40)]
-    in_memory = build(tmp_path / "a", corpus, max_n=4)
+    in_memory = build_index(tmp_path / "a", corpus, max_n=4)
     assert in_memory.shard_bits == 0
     builder = IndexBuilder(LinkageRules(max_n=4), memory_mb=64, progress=False)
     builder.memory_bytes = 200_000  # several partitions, 16 shards, work arrays spilled to files
@@ -126,7 +118,7 @@ def test_partitions_shards_and_spilled_work_give_the_same_index(tmp_path: Path) 
 
 def test_no_plaintext_in_the_index(tmp_path: Path) -> None:
     secret_word = "Zwieselstein"
-    build(tmp_path, [f"The farm of {secret_word} near the river.", "Another farm near the river."])
+    build_index(tmp_path, [f"The farm of {secret_word} near the river.", "Another farm near the river."])
     for file in (tmp_path / "index").iterdir():
         data = file.read_bytes()
         assert secret_word.lower().encode() not in data.lower(), file.name
@@ -134,7 +126,7 @@ def test_no_plaintext_in_the_index(tmp_path: Path) -> None:
 
 
 def test_key_file_is_separate_and_required(tmp_path: Path) -> None:
-    build(tmp_path, CORPUS)
+    build_index(tmp_path, CORPUS)
     key = tmp_path / "index.key"
     assert key.exists() and not (tmp_path / "index" / "index.key").exists()
     assert oct(key.stat().st_mode & 0o777) == "0o600"
@@ -157,7 +149,7 @@ def test_key_file_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_truncated_corrupted_newer_and_missing(tmp_path: Path) -> None:
-    build(tmp_path, CORPUS)
+    build_index(tmp_path, CORPUS)
     path = tmp_path / "index"
     pristine = tmp_path / "pristine"
     shutil.copytree(path, pristine)
@@ -192,7 +184,7 @@ def test_truncated_corrupted_newer_and_missing(tmp_path: Path) -> None:
 
 
 def test_other_rules_are_refused(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS, max_n=3)
+    index = build_index(tmp_path, CORPUS, max_n=3)
     index.check_rules(LinkageRules(max_n=2))
     with pytest.raises(InputError, match="rules differ"):
         index.check_rules(LinkageRules(max_n=5))
@@ -211,10 +203,10 @@ def test_bad_corpora(tmp_path: Path) -> None:
     assert not any(p.name.startswith((".a", ".b", ".c")) for p in tmp_path.iterdir()), "partial index left behind"
     assert not (tmp_path / "a").exists()
     with pytest.raises(InputError, match="k must be"):
-        analyze(build(tmp_path, CORPUS), "text", 1)
+        analyze(build_index(tmp_path, CORPUS), "text", 1)
 
 
 def test_empty_documents_count_but_add_nothing(tmp_path: Path) -> None:
-    index = build(tmp_path, ["", "farm near the river", "   "])
+    index = build_index(tmp_path, ["", "farm near the river", "   "])
     assert index.documents == 3
     assert result(index, "farm", 2)["anonymity"] == 1

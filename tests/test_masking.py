@@ -16,13 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import build_index, examples, replay
 from spacy_delink.cli import app
 from spacy_delink.errors import DelinkError
 from spacy_delink.linkage.attack import Detection, detect
 from spacy_delink.linkage.strategies import STRATEGIES
 from spacy_delink.linkage.tokenize import Tokenizer
 from spacy_delink.rewrite.masking import mask_ranges, one_mask_per_stretch
-from test_combinations import SAMPLES, build, phrase_texts
+from test_combinations import SAMPLES, phrase_texts
 from test_flagging import protect as exact_protect
 from spacy_delink.rewrite.loop import RewriteLoop, RewriteResult
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
@@ -49,7 +50,7 @@ def sample_texts() -> list[str]:
 def test_passes_do_not_grow_with_repetitions(tmp_path: Path, strategy: str) -> None:
     """Issue: one pass per repetition when only a key's first occurrence was flagged."""
     corpus = sample_texts()
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     unit = "\n\n".join(corpus[:3])
     passes = {}
     for copies in (1, 3, 9):
@@ -78,7 +79,7 @@ def _same(incremental: Detection, full: Detection) -> None:
         assert mine.combinations.pair_count == theirs.combinations.pair_count
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     corpus=st.lists(phrase_texts(1, 6), min_size=2, max_size=7),
     text=phrase_texts(1, 10),
@@ -90,7 +91,7 @@ def _same(incremental: Detection, full: Detection) -> None:
 def test_incremental_detection_equals_a_full_one(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], text: str, k: int, arity: int, granularity: str, strategy: str
 ) -> None:
-    index = build(tmp_path_factory.mktemp("m"), corpus, max_n=3)
+    index = build_index(tmp_path_factory.mktemp("m"), corpus, max_n=3)
     detection = detect(index, text, k, arity, flagging=strategy)
     while not detection.protected:
         ranges = mask_ranges(detection, granularity)
@@ -131,14 +132,6 @@ def masks_apart(index: Any, text: str) -> list[str]:
     ]
 
 
-def replay(source: str, edits: list[dict[str, Any]]) -> str:
-    """Apply edits pass by pass (offsets into the text before their pass), checking each one's original."""
-    text = source
-    for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
-        for edit in sorted(group, key=lambda e: e["start"], reverse=True):
-            assert text[edit["start"] : edit["end"]] == edit["original"]
-            text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
-    return text
 
 
 @pytest.mark.parametrize(
@@ -170,7 +163,7 @@ def replay(source: str, edits: list[dict[str, Any]]) -> str:
     ],
 )
 def test_a_hidden_stretch_is_written_as_one_mask(tmp_path: Path, text: str, words: list[str], mask: str, expected: str) -> None:
-    index = build(tmp_path, STRETCH_CORPUS)
+    index = build_index(tmp_path, STRETCH_CORPUS)
     detection = detect(index, text, 2)
     ranges = sorted((m.start(), m.end()) for word in words for m in re.finditer(rf"\b{word}\b", text))
     replacements = one_mask_per_stretch(text, ranges, detection, mask)
@@ -182,7 +175,7 @@ def test_a_hidden_stretch_is_written_as_one_mask(tmp_path: Path, text: str, word
 
 def test_an_input_with_masks_side_by_side_comes_out_with_one(tmp_path: Path) -> None:
     """Nothing linkable, but two masks in one stretch: one more pass merges them, no token changes."""
-    index = build(tmp_path, STRETCH_CORPUS * 2)
+    index = build_index(tmp_path, STRETCH_CORPUS * 2)
     text = "alpha beta [PERSON], <DATE> gamma delta [LOC]"
     result = protect(index, text, 2, 3, "min_cover")
     assert result.text == "alpha beta [REDACTED] gamma delta [LOC]" and result.protected
@@ -191,7 +184,7 @@ def test_an_input_with_masks_side_by_side_comes_out_with_one(tmp_path: Path) -> 
 
 
 def test_the_detection_must_be_of_the_text_masked(tmp_path: Path) -> None:
-    index = build(tmp_path, STRETCH_CORPUS)
+    index = build_index(tmp_path, STRETCH_CORPUS)
     with pytest.raises(DelinkError, match="another text"):
         one_mask_per_stretch("alpha beta", [(6, 10)], detect(index, "alpha gamma", 2), MASK)
 
@@ -201,13 +194,13 @@ def test_the_detection_must_be_of_the_text_masked(tmp_path: Path) -> None:
 def test_protected_outputs_show_one_mask_per_stretch(tmp_path: Path, strategy: str, mask: str) -> None:
     """The loop on the shipped samples: every stretch one mask, edits that replay, output detected as written."""
     corpus = sample_texts()
-    index = build(tmp_path, corpus)
+    index = build_index(tmp_path, corpus)
     text = "\n\n".join(corpus[:4]).replace("the ", "the [PERSON] ", 3).replace(". ", ". [DATE], [LOC]. ", 2)
     result = protect(index, text, 2, 3, strategy, mask=mask)
     assert result.protected and result.detection.text == result.text
     assert result.masked and mask in result.text
     assert masks_apart(index, result.text) == []
-    assert replay(text, result.edits) == result.text
+    assert replay(text, result.edits, originals=True) == result.text
     full = detect(index, result.text, 2, 3, flagging=strategy)
     assert full.protected and full.anonymity == result.detection.anonymity
     # what the masks cover, pass by pass: whole stretches, never two edits of one pass side by side
@@ -221,7 +214,7 @@ FARMS = ["The applicant's farm near the river Mura was sold.", "The applicant's 
 
 def test_the_rewriter_component_writes_its_configured_mask_once_per_stretch(tmp_path: Path) -> None:
     """``mask`` stays configurable; ``doc._.delink_edits`` replay to the Doc's text."""
-    build(tmp_path, FARMS)
+    build_index(tmp_path, FARMS)
     text = "Her farm near the river Mura was sold."
     for mask in (MASK, "<MASKED>", "***"):
         nlp = spacy.blank("en")
@@ -229,14 +222,14 @@ def test_the_rewriter_component_writes_its_configured_mask_once_per_stretch(tmp_
         doc = nlp(text)
         # the gap reading reads "farm * the * was sold" too: the whole stretch after "farm" goes, as one mask
         assert doc.text == f"Her farm {mask}." and doc._.delink_protected
-        assert replay(text, doc._.delink_edits) == doc.text
+        assert replay(text, doc._.delink_edits, originals=True) == doc.text
 
 
 @pytest.mark.parametrize("mask", ["<MASKED>", "[GONE]"])
 def test_protect_writes_the_mask_it_is_given_once_per_stretch_and_resumes(tmp_path: Path, mask: str) -> None:
     """``delink protect`` with another mask: one per stretch (the input's own mask merged with new
     neighbours), and a resumed run detects the merged text again and keeps it."""
-    build(tmp_path, FARMS)
+    build_index(tmp_path, FARMS)
     srsly.write_jsonl(tmp_path / "in.jsonl", [
         {"id": "a", "text": "Her farm near the river Mura was sold."},
         {"id": "b", "text": "Her farm near [PERSON] river Mura was sold."},

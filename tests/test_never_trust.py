@@ -12,21 +12,13 @@ import json
 from pathlib import Path
 from typing import Callable
 
-import pytest
 import spacy
 import srsly
 
 from conftest import Outcome
 from spacy_delink.linkage.index import IndexBuilder
 from spacy_delink.linkage.index.update import update_index
-from test_rewriter import CORPUS, write_input
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("never-trust") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
+from test_rewriter import CORPUS, write_input  # noqa: F401  (CORPUS: what the shared index_path fixture indexes)
 
 
 def protect(delink: Callable[..., Outcome], index_path: Path, source: Path, out: Path, *extra: str) -> Outcome:

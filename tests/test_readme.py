@@ -81,7 +81,7 @@ def test_marked_examples_run_on_the_shipped_sample(tmp_path: Path) -> None:
     elsewhere.mkdir()
     for pipeline in (os.path.relpath(folder / "training" / "pipeline", elsewhere), str(folder / "training" / "pipeline")):
         loaded = _run("python", f"import spacy\nprint(spacy.load({pipeline!r})('The applicant restored an old watermill.')._.delink_risk)", elsewhere, env)
-        assert loaded.returncode == 0 and float(loaded.stdout.split()[-1]) >= 0.0, loaded.stderr[-4000:]
+        assert loaded.returncode == 0 and 0.0 <= float(loaded.stdout.split()[-1]) <= 1.0, loaded.stderr[-4000:]  # a risk
     # what the examples promise: the workflow's outputs, a protected rewrite, a saved pipeline
     for produced in ("training/index", "training/index.key", "metrics/assess.jsonl", "metrics/report.html",
                      "metrics/protected.jsonl", "training/pipeline/config.cfg", "index", "protected.jsonl"):

@@ -21,8 +21,8 @@ import spacy
 import srsly
 
 from fake_openai_server import INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
-from conftest import Outcome
-from test_rewriter import CORPUS, K, TEXT, assert_protected, write_input
+from conftest import Outcome, assert_protected
+from test_rewriter import CORPUS, K, TEXT, write_input
 from spacy_delink.errors import DelinkError, InputError
 from spacy_delink.evaluate.inputs import replay_edits
 from spacy_delink.linkage.index import IndexBuilder
@@ -33,13 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_OPENAI = ROOT / "spacy_delink" / "configs" / "rewriter_openai.cfg"
 #: The rejection reason each injected kind must get.
 REASONS = {**{kind: kind for kind in INJECTIONS}, "domain": "url"}
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("reliability") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 @pytest.fixture
@@ -92,7 +85,7 @@ def test_unreachable_endpoint_trips_the_breaker_and_masks(
     rows = list(srsly.read_jsonl(tmp_path / "out.jsonl"))
     assert len(rows) == 12 and all(r["protected"] for r in rows)
     for row in rows:
-        assert_protected(row["text"])
+        assert_protected(CORPUS, row["text"], K, index=index_path)  # the shipped config checks every reading
         mask_passes = {e["pass"] for e in row["edits"] if e["by"] == "mask"}
         assert row["passes"] == 5 + len(mask_passes) and min(mask_passes) == 6  # five LLM passes without answers count
 
@@ -157,7 +150,7 @@ def test_valid_format_injection_is_refused_and_counted(
     rows = list(srsly.read_jsonl(tmp_path / "out.jsonl"))
     assert len(rows) == 12 and all(r["protected"] and {e["by"] for e in r["edits"]} == {"mask"} for r in rows)
     for row in rows:
-        assert_protected(row["text"])
+        assert_protected(CORPUS, row["text"], K, index=index_path)  # the shipped config checks every reading
         assert not any(injected in row["text"] for injected in INJECTIONS.values())
     # Each injected kind got its reason; the CLI reports the same counts.
     expected: Counter[str] = Counter()
@@ -249,11 +242,17 @@ def protect_args(index_path: Path, source: Path, out: Path, *extra: str) -> list
     return ["protect", str(index_path), str(source), "-o", str(out), *extra]
 
 
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """Four inputs (``write_input``) in ``in.jsonl``."""
+    path = tmp_path / "in.jsonl"
+    write_input(path, 4)
+    return path
+
+
 def test_resume_accepts_only_records_protected_under_the_same_settings(
-    delink: Callable[..., Outcome], index_path: Path, tmp_path: Path
+    delink: Callable[..., Outcome], index_path: Path, source: Path, tmp_path: Path
 ) -> None:
-    source = tmp_path / "in.jsonl"
-    write_input(source, 6)
     out = tmp_path / "out.jsonl"
     assert delink(*protect_args(index_path, source, out, "--k", "2", "--arity", "1")).returncode == 0
     before = out.read_bytes()
@@ -269,7 +268,7 @@ def test_resume_accepts_only_records_protected_under_the_same_settings(
     assert f"flagging={flagging}" in line and f"flagging={other_strategy}" in line
     # The same settings resume (and find everything done).
     again = delink(*protect_args(index_path, source, out, "--k", "2", "--arity", "1"))
-    assert again.returncode == 0 and "6 already done" in again.stderr and out.read_bytes() == before
+    assert again.returncode == 0 and "4 already done" in again.stderr and out.read_bytes() == before
     # Another index over the same corpus (a new key): refused.
     other = tmp_path / "other"
     IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], other)
@@ -281,12 +280,10 @@ def test_resume_accepts_only_records_protected_under_the_same_settings(
 
 
 def test_protect_output_carries_no_source_phrase_by_default(
-    delink: Callable[..., Outcome], index_path: Path, tmp_path: Path
+    delink: Callable[..., Outcome], index_path: Path, source: Path, tmp_path: Path
 ) -> None:
     """Each edit's ``original`` is a phrase that made the text linkable; the output keeps it
     only with ``keep_source`` (the component's rule), and the edits still replay."""
-    source = tmp_path / "in.jsonl"
-    write_input(source, 4)
     out = tmp_path / "out.jsonl"
     assert delink(*protect_args(index_path, source, out, "--k", "2", "--arity", "2")).returncode == 0
     records = list(srsly.read_jsonl(out))
@@ -298,10 +295,8 @@ def test_protect_output_carries_no_source_phrase_by_default(
 
 
 def test_resume_refuses_files_that_are_not_this_inputs_protect_output(
-    delink: Callable[..., Outcome], index_path: Path, tmp_path: Path
+    delink: Callable[..., Outcome], index_path: Path, source: Path, tmp_path: Path
 ) -> None:
-    source = tmp_path / "in.jsonl"
-    write_input(source, 4)
     assessed = tmp_path / "assessed.jsonl"
     assert delink("assess", str(index_path), str(source), "-o", str(assessed), "--k", "2").returncode == 0
     copy = tmp_path / "copy.jsonl"
@@ -351,9 +346,7 @@ def test_lone_surrogates_are_refused_clearly_on_every_run(
     assert [r["id"] for r in srsly.read_jsonl(out)] == ["a"]
 
 
-def test_unwritable_outputs_fail_before_the_work(delink: Callable[..., Outcome], index_path: Path, tmp_path: Path) -> None:
-    source = tmp_path / "in.jsonl"
-    write_input(source, 2)
+def test_unwritable_outputs_fail_before_the_work(delink: Callable[..., Outcome], index_path: Path, source: Path, tmp_path: Path) -> None:
     folder = tmp_path / "folder"
     folder.mkdir()
     assert "is a directory" in error_line(delink(*protect_args(index_path, source, folder)))

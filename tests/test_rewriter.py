@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import json
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -25,11 +26,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import spec_oracle
+from conftest import assert_protected, examples, replay
 from fake_openai_server import DISGUISES, INJECTIONS, REPLACEMENT, FakeOpenAI, prompt_items
 from spacy_delink.cli import app
-from spacy_delink.linkage.attack import detect
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import IndexBuilder, open_index
+from spacy_delink.linkage.index import open_index
 from spacy_delink.llm.tasks.rewrite import SPAN_CLOSE, SPAN_OPEN, make_rewrite_task
 from spacy_delink.llm.models.openai_compatible import make_openai_compatible
 from spacy_delink.llm.tasks.rewrite import content
@@ -49,13 +50,6 @@ CORPUS = [
 ]
 TEXT = "Her farm near the river Mura was sold."
 K = 3
-
-
-@pytest.fixture(scope="module")
-def index_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("rewriter") / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -89,22 +83,6 @@ def llm_config(index_path: Path, server: FakeOpenAI, behaviour: str, **model: An
     }
 
 
-def assert_protected(text: str, k: int = K, arity: int = 1) -> None:
-    """SPEC §7 by the independent oracle: no linkable n-gram (and no linkable combination)."""
-    assert spec_oracle.assess(CORPUS, text, k, 8)["ngrams"] == []
-    if arity > 1:
-        assert spec_oracle.assess_combinations(CORPUS, text, k, 8, arity)["anonymity"] is None
-
-
-def replay(source: str, edits: list[dict[str, Any]]) -> str:
-    """Apply edits pass by pass (offsets refer to the text before their pass; ``original`` is there with keep_source)."""
-    text = source
-    for _, group in itertools.groupby(edits, key=lambda e: e["pass"]):
-        for edit in sorted(group, key=lambda e: e["start"], reverse=True):
-            if "original" in edit:
-                assert text[edit["start"] : edit["end"]] == edit["original"]
-            text = text[: edit["start"]] + edit["replacement"] + text[edit["end"] :]
-    return text
 
 
 # -- the mask rule ------------------------------------------------------------------------------
@@ -119,7 +97,7 @@ def test_stab_by_hand() -> None:
     assert stab(np.zeros((0, 2), dtype=np.int64), rarity) == []
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=examples(200))
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3)), min_size=1, max_size=7), st.lists(st.integers(0, 3), min_size=13, max_size=13))
 def test_stab_is_a_minimum_hitting_set(raw: list[tuple[int, int]], rarity: list[int]) -> None:
     intervals = np.array([(a, a + w) for a, w in raw])
@@ -145,7 +123,7 @@ def test_mask_model_is_the_default_and_masks_few_tokens(index_path: Path) -> Non
     assert doc._.delink_protected is True and doc._.delink_source is None and doc._.delink_passes == 1  # keep_source off
     assert [(TEXT[e["start"] : e["end"]], e["by"], e["pass"]) for e in doc._.delink_edits] == [("near", "mask", 1), ("river Mura", "mask", 1)]
     assert replay(TEXT, doc._.delink_edits) == doc.text
-    assert_protected(doc.text)
+    assert_protected(CORPUS, doc.text, K, readings=MECHANICS_READINGS, index=index_path)
     assert nlp("Nothing here at all.")._.delink_edits == []
 
 
@@ -161,7 +139,7 @@ def test_token_granularity_masks_one_token_per_span_and_span_masks_all(index_pat
     assert results["token"].text == "The [REDACTED] was sold near the river."
     assert results["span"].text == "[REDACTED] sold near the river."
     for result in results.values():
-        assert spec_oracle.assess(CORPUS, result.text, 2, 8)["ngrams"] == []
+        assert_protected(CORPUS, result.text, 2, readings=MECHANICS_READINGS, index=index_path)
 
 
 def test_combinations_are_masked_until_protected_at_arity_3(index_path: Path) -> None:
@@ -171,7 +149,7 @@ def test_combinations_are_masked_until_protected_at_arity_3(index_path: Path) ->
     result = rewriter.rewrite_texts([text])[0]
     assert before["anonymity"] == 1  # linkable before
     assert result.protected and {e["by"] for e in result.edits} <= {"generalize", "mask"}  # the Mask model generalizes first
-    assert_protected(result.text, k=2, arity=3)
+    assert_protected(CORPUS, result.text, 2, 3, index=index_path)  # the default readings, all of them
     assert replay(text, result.edits) == result.text
 
 
@@ -380,7 +358,7 @@ def test_scripted_endpoint_behaviours(index_path: Path, server: FakeOpenAI, beha
     before = server.requests
     doc = nlp(TEXT)
     assert doc._.delink_protected is True
-    assert_protected(doc.text)
+    assert_protected(CORPUS, doc.text, K, readings=MECHANICS_READINGS, index=index_path)
     assert replay(TEXT, doc._.delink_edits) == doc.text
     by = {e["by"] for e in doc._.delink_edits}
     if rewritten:
@@ -415,7 +393,7 @@ def test_a_models_own_mask_is_left_to_the_fallback_which_masks_fewer_tokens(inde
     assert not rewriter.failures()
     masked = nlp(long_span)
     assert masked._.delink_protected and {e["by"] for e in masked._.delink_edits} == {"mask"}
-    assert_protected(masked.text)
+    assert_protected(CORPUS, masked.text, K, readings=MECHANICS_READINGS, index=index_path)
 
 
 def test_spans_of_a_failed_list_answer_are_asked_again_one_per_prompt(index_path: Path, server: FakeOpenAI) -> None:
@@ -426,7 +404,7 @@ def test_spans_of_a_failed_list_answer_are_asked_again_one_per_prompt(index_path
     doc = nlp(TEXT)
     assert doc.text == f"Her farm {REPLACEMENT} the {REPLACEMENT} {REPLACEMENT} was sold." and doc._.delink_passes == 1
     assert {e["by"] for e in doc._.delink_edits} == {"llm"}
-    assert_protected(doc.text)
+    assert_protected(CORPUS, doc.text, K, readings=MECHANICS_READINGS, index=index_path)
     assert server.requests - before == 1 + 3  # the list, then each of its three spans alone
     assert rewriter.stats["retried_alone"] == 3 and not rewriter.failures()  # the retry's outcome is the one counted
     single = spacy.blank("en")
@@ -509,7 +487,7 @@ def test_prompt_injection_unicode_and_large_documents(index_path: Path, server: 
     server.prompts.clear()
     for text, doc in zip([injection, unicode_text, far], nlp.pipe([injection, unicode_text, far])):
         assert doc._.delink_protected and replay(text, doc._.delink_edits) == doc.text
-        assert_protected(doc.text)
+        assert_protected(CORPUS, doc.text, K, readings=MECHANICS_READINGS, index=index_path)
     assert "Ignore the instructions" in injection and all(len(p) < 4000 for p in server.prompts)  # local context only
     assert "🐄" in nlp(unicode_text).text
 
@@ -610,7 +588,7 @@ def test_protect_command_resumes_and_repairs(index_path: Path, tmp_path: Path) -
     assert (under["index"], under["documents"], under["k"], under["arity"], under["readings"]) == (
         open_index(index_path).manifest["key_id"], len(CORPUS), K, 1, ["exact", "search", "gap"]
     )
-    assert len(under["rules"]) == 16 and int(under["rules"], 16) >= 0  # a digest of the index's linkage rules
+    assert re.fullmatch("[0-9a-f]{16}", under["rules"])  # a digest of the index's linkage rules
     assert first["protected"] and first["linkage_risk_before"] == 1.0 and first["linkage_risk_after"] == 0.0
     # A crash mid-write: two complete lines and half of the third.
     out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:20])
@@ -668,6 +646,5 @@ def test_protect_command_survives_being_killed(index_path: Path, tmp_path: Path)
     assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in records)
     assert all(r["protected"] and {e["by"] for e in r["edits"]} == {"llm"} for r in rows)
     assert f"{written} already done" in finished.stderr + finished.stdout
-    for row in rows:
-        assert_protected(row["text"])
-    assert detect(open_index(index_path), rows[0]["text"], K).protected
+    for row in rows:  # the shipped config checks every reading
+        assert_protected(CORPUS, row["text"], K, index=index_path)

@@ -12,7 +12,6 @@ import spec_oracle
 from spacy_delink.components.alignment import expanded_spans, set_span_values
 from spacy_delink.components.extensions import register_extensions
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.index import IndexBuilder
 
 CORPUS = [
     "The applicant's farm near the river Mura was sold.",
@@ -20,13 +19,6 @@ CORPUS = [
     "The farm near the river was sold.",
 ]
 TEXT = "Her farm near the river Mura was sold."
-
-
-@pytest.fixture
-def index_path(tmp_path: Path) -> Path:
-    path = tmp_path / "index"
-    IndexBuilder(progress=False).build([(f"d{i}", t) for i, t in enumerate(CORPUS)], path)
-    return path
 
 
 def test_spans_scores_and_tokens(index_path: Path) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import spacy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 import spec_oracle
 from spacy_delink.errors import DelinkError, IndexFormatError
 from spacy_delink.linkage.attack import assess_text, detect
@@ -170,13 +171,12 @@ def mixed_texts(draw: st.DrawFn) -> str:
     return "".join(piece + draw(st.sampled_from(SEPARATORS)) for piece in pieces)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(mixed_texts(), min_size=1, max_size=5), query=mixed_texts(), data=st.data())
 def test_search_reading_matches_brute_force_with_scripts(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], query: str, data: st.DataObject
 ) -> None:
-    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
-        return  # nothing to index
+    assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # something to index
     max_n, max_n_chars = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5))
     index = build(tmp_path_factory.mktemp("idx"), corpus, LinkageRules(max_n=max_n, max_n_chars=max_n_chars))
     text = data.draw(st.sampled_from([query, *corpus, "".join(corpus)]))
@@ -188,13 +188,12 @@ def test_search_reading_matches_brute_force_with_scripts(
         ), (k, max_n, max_n_chars)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(mixed_texts(), min_size=2, max_size=5), data=st.data())
 def test_detection_and_protection_match_brute_force_with_scripts(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], data: st.DataObject
 ) -> None:
-    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
-        return  # nothing to index
+    assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # something to index
     index = build(tmp_path_factory.mktemp("idx"), corpus, LinkageRules(max_n=3))
     text = data.draw(st.sampled_from([*corpus, "".join(corpus[:3])]))
     k, arity = data.draw(st.integers(2, 3)), data.draw(st.sampled_from([1, 2, 3]))

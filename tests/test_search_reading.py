@@ -10,21 +10,22 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import spec_oracle
+from conftest import build_index, examples, require_module
 from spacy_delink.errors import InputError
 from spacy_delink.linkage import search_form
 from spacy_delink.linkage.attack import assess_text, detect
 from spacy_delink.linkage.combinations import analyze_combinations
-from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, ngram_keys
+from spacy_delink.linkage.index import CorpusIndex, ngram_keys
 from spacy_delink.linkage.ngrams import analyze
 from spacy_delink.linkage.readings import DEFAULT_READINGS, check_readings, describe
 from spacy_delink.linkage.search_form import fold_char, fold_text
-from spacy_delink.linkage.tokenize import LinkageRules, SearchTokenizer, Tokenizer
+from spacy_delink.linkage.tokenize import SearchTokenizer, Tokenizer
+from test_tokenization import assert_batch_is_one_by_one
 
 #: Words with the characters an LLM answer or a hostile editor can hide a phrase with.
 WORDS = [
@@ -42,14 +43,6 @@ SEPARATORS = [" ", " ", ". ", ", ", "; ", " (", ") ", "\n", "\n\n", " [REDACTED]
 def texts(draw: st.DrawFn) -> str:
     words = draw(st.lists(st.sampled_from(WORDS), min_size=0, max_size=10))
     return "".join(word + draw(st.sampled_from(SEPARATORS)) for word in words)
-
-
-def build(tmp_path: Path, corpus: list[str], max_n: int = 8, readings: tuple[str, ...] = DEFAULT_READINGS) -> CorpusIndex:
-    out = tmp_path / "index"
-    IndexBuilder(LinkageRules(max_n=max_n), progress=False, readings=readings).build(
-        [(f"d{i}", text) for i, text in enumerate(corpus)], out, overwrite=True
-    )
-    return CorpusIndex(out)
 
 
 # -- the search form ------------------------------------------------------------------------------------
@@ -106,7 +99,7 @@ def test_the_fold_table_matches_every_code_point() -> None:
 
 def test_prototypes_are_icus_skeletons() -> None:
     """The shipped UTS #39 data against ICU's own spoof checker (tools/confusables_table.py made it from ICU)."""
-    icu = pytest.importorskip("icu", reason="PyICU (pip install icukit-pyicu) checks the shipped look-alike data against ICU")
+    icu = require_module("icu", "PyICU (pip install icukit-pyicu) checks the shipped look-alike data against ICU")
     checker = icu.SpoofChecker()
     for source, target in search_form.fold_tables().prototypes.items():
         assert checker.getSkeleton(0, source) == target, hex(ord(source))
@@ -115,7 +108,7 @@ def test_prototypes_are_icus_skeletons() -> None:
 # -- tokens -----------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(texts())
 def test_search_tokens_match_the_naive_reading(text: str) -> None:
     tokens = SearchTokenizer().tokenize(text)
@@ -134,15 +127,10 @@ def test_punctuation_and_paragraph_ends_join_and_masks_break() -> None:
     assert tokens.segment_start.tolist() == [True, False, False, False, False, False, False, True]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(st.lists(texts(), min_size=1, max_size=5))
 def test_batch_search_tokens_equal_one_by_one(batch: list[str]) -> None:
-    tokenizer = SearchTokenizer()
-    joined, counts = tokenizer.tokenize_batch(batch)
-    singles = [tokenizer.tokenize(text) for text in batch]
-    assert counts.tolist() == [len(t) for t in singles]
-    assert [joined.form(i) for i in range(len(joined))] == [t.form(i) for t in singles for i in range(len(t))]
-    assert joined.segment_start.tolist() == [flag for t in singles for flag in t.segment_start.tolist()]
+    assert_batch_is_one_by_one(SearchTokenizer(), batch)
 
 
 # -- the index and detection, against the naive reading ------------------------------------------------
@@ -153,26 +141,24 @@ def reading_result(index: CorpusIndex, text: str, k: int, reading: str) -> dict[
     return {"ngrams": sorted((o.start, o.end, o.support) for o in analysis.minimal()), "anonymity": analysis.anonymity()}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(texts(), min_size=1, max_size=5), query=texts(), max_n=st.integers(1, 4), data=st.data())
 def test_both_readings_match_brute_force_for_every_k(
     tmp_path_factory: pytest.TempPathFactory, corpus: list[str], query: str, max_n: int, data: st.DataObject
 ) -> None:
-    if not any(spec_oracle.tokenize(t)[0] or spec_oracle.search_tokenize(t)[0] for t in corpus):
-        return
-    index = build(tmp_path_factory.mktemp("idx"), corpus, max_n=max_n)
+    assume(any(spec_oracle.tokenize(t)[0] or spec_oracle.search_tokenize(t)[0] for t in corpus))  # something to index
+    index = build_index(tmp_path_factory.mktemp("idx"), corpus, max_n=max_n)
     text = data.draw(st.sampled_from([query, *corpus, " ".join(corpus)]))
     for k in range(2, len(corpus) + 2):
         for reading in ("exact", "search"):
             assert reading_result(index, text, k, reading) == spec_oracle.assess(corpus, text, k, max_n, reading=reading), (k, reading)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(texts(), min_size=2, max_size=6), data=st.data())
 def test_search_combinations_match_brute_force(tmp_path_factory: pytest.TempPathFactory, corpus: list[str], data: st.DataObject) -> None:
-    if not any(spec_oracle.search_tokenize(t)[0] for t in corpus):
-        return
-    index = build(tmp_path_factory.mktemp("idx"), corpus, max_n=3)
+    assume(any(spec_oracle.search_tokenize(t)[0] for t in corpus))  # something to index
+    index = build_index(tmp_path_factory.mktemp("idx"), corpus, max_n=3)
     text = data.draw(st.sampled_from([*corpus, " ".join(corpus[:3])]))
     k, arity = data.draw(st.integers(2, 4)), data.draw(st.sampled_from([2, 3]))
     result = analyze_combinations(index, analyze(index, text, k, reading="search"), arity)
@@ -185,12 +171,11 @@ def test_search_combinations_match_brute_force(tmp_path_factory: pytest.TempPath
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=st.lists(texts(), min_size=2, max_size=6), data=st.data())
 def test_detection_is_linkable_under_either_reading(tmp_path_factory: pytest.TempPathFactory, corpus: list[str], data: st.DataObject) -> None:
-    if not any(spec_oracle.tokenize(t)[0] for t in corpus):
-        return
-    index = build(tmp_path_factory.mktemp("idx"), corpus, max_n=3, readings=DEFAULT_READINGS)
+    assume(any(spec_oracle.tokenize(t)[0] for t in corpus))  # something to index
+    index = build_index(tmp_path_factory.mktemp("idx"), corpus, max_n=3, readings=DEFAULT_READINGS)
     text = data.draw(st.sampled_from([*corpus, " ".join(corpus[:3])]))
     k, arity = data.draw(st.integers(2, 4)), data.draw(st.sampled_from([1, 2, 3]))
     detection = detect(index, text, k, arity)
@@ -219,9 +204,9 @@ CORPUS = [
 ]
 
 
-def test_a_phrase_across_a_sentence_end_is_linkable(tmp_path: Path) -> None:
+def test_a_phrase_across_a_sentence_end_is_linkable(corpus_index: CorpusIndex) -> None:
     """The exact rules split "supply. He" and call the text protected; a search engine finds its source."""
-    index = build(tmp_path, CORPUS)
+    index = corpus_index
     text = "The [PERSON] intended to supply. He was arrested."
     assert detect(index, text, 2, 1, readings=("exact",)).protected
     detection = detect(index, text, 2, 1, readings=("exact", "search"))
@@ -232,16 +217,15 @@ def test_a_phrase_across_a_sentence_end_is_linkable(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("hidden", ["Orm\u00adož", "Orm\u200bož", "Ormoz", "ORMOZ", "Оrmož", "Ormo\u017e\ufe0f", "Or\U000e0020mož"])
-def test_invisible_and_look_alike_characters_do_not_hide_a_phrase(tmp_path: Path, hidden: str) -> None:
-    index = build(tmp_path, CORPUS)
+def test_invisible_and_look_alike_characters_do_not_hide_a_phrase(corpus_index: CorpusIndex, hidden: str) -> None:
     text = f"He was arrested in {hidden} on a Tuesday."
-    detection = detect(index, text, 2, 1)
+    detection = detect(corpus_index, text, 2, 1)
     assert not detection.protected
     assert any(fold_text(text[o.start : o.end]) == "ormoz" for o in detection.part("search").analysis.minimal())
 
 
 def test_an_index_without_the_search_reading_refuses_it(tmp_path: Path) -> None:
-    index = build(tmp_path, CORPUS, readings=("exact",))
+    index = build_index(tmp_path, CORPUS, readings=("exact",))
     assert index.readings == ("exact",)
     with pytest.raises(InputError, match=r"holds the exact reading only, not the search and gap readings .* --overwrite"):
         detect(index, "He was arrested in Ormož.", 2)
@@ -249,7 +233,7 @@ def test_an_index_without_the_search_reading_refuses_it(tmp_path: Path) -> None:
 
 
 def test_a_search_form_of_another_version_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = build(tmp_path, CORPUS)
+    index = build_index(tmp_path, CORPUS)
     monkeypatch.setattr("spacy_delink.linkage.index.reader.table_version", lambda: "unicode-99.0.0/uts39-0000000000000000")
     with pytest.raises(InputError, match=r"was built with search form .* \(another Unicode or spacy-delink version\)"):
         detect(index, "He was arrested in Ormož.", 2)
@@ -269,12 +253,12 @@ def test_a_search_row_with_its_twins_documents_is_stored_once(tmp_path: Path) ->
     """Keys of one string under both readings differ in the family bit alone; the search row is
     kept only where its documents differ from the exact twin's."""
     corpus = ["farm near. The river", "farm near the river", "the river farm"]
-    index = build(tmp_path, corpus, max_n=2)
+    index = build_index(tmp_path, corpus, max_n=2)
     _, exact_keys = index.tokenize("farm near. The river", "exact")
     _, search_keys = index.tokenize("farm near. The river", "search")
     assert ((exact_keys ^ search_keys) == ngram_keys.TWIN).all()  # the same four words, two families
     assert index.manifest["twins"] is True
-    plain = CorpusIndex(build(tmp_path / "plain", corpus, max_n=2, readings=("exact",)).path)
+    plain = CorpusIndex(build_index(tmp_path / "plain", corpus, max_n=2, readings=("exact",)).path)
     both = index.manifest["summary"]["ngrams_per_level"]
     exact_only = plain.manifest["summary"]["ngrams_per_level"]
     # the unigrams' and "farm near" / "the river" search rows equal their twins; "near the" differs

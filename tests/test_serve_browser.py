@@ -56,13 +56,12 @@ def page_browser(browser: Any, downloads: Path) -> Any:
 
 def wait_for(condition: Callable[[], Any], what: str) -> Any:
     deadline = time.monotonic() + WAIT_S
-    while True:
+    while time.monotonic() <= deadline:
         value = condition()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_S:.0f} s waiting for {what}")
         time.sleep(0.1)
+    raise AssertionError(f"timed out after {WAIT_S:.0f} s waiting for {what}")
 
 
 def api(server: ServeProcess, endpoint: str, text: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio.to_thread
@@ -32,6 +33,7 @@ from spacy_delink.rewrite.protect import protect_file
 from spacy_delink.serve.app import create_app
 from spacy_delink.serve.auth import ApiKey, is_loopback, load_api_key
 from spacy_delink.serve.client import DelinkClient
+from spacy_delink.serve import limits
 from spacy_delink.serve.limits import Admission, ApiError
 from spacy_delink.serve import service as service_module
 from spacy_delink.serve.service import Rewriters, Service
@@ -459,19 +461,22 @@ def test_one_client_address_cannot_hold_every_place() -> None:
     assert admission.inside == 0
 
 
-def test_retry_after_counts_bodies_still_arriving() -> None:
-    """Places held by bodies trickling in free by their body deadline: Retry-After says so, not a made-up 1."""
+def test_retry_after_counts_bodies_still_arriving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Places held by bodies trickling in free by their body deadline: Retry-After says so, not a made-up 1.
+
+    The admission's clock stands still here, so the answer does not depend on how fast the test runs."""
+    now = 1000.0
+    monkeypatch.setattr(limits, "time", SimpleNamespace(**{**vars(time), "monotonic": lambda: now}))
     admission = Admission(capacity=2, workers=1)
-    now = time.monotonic()
     tickets = [admission.enter("a", now + 20), admission.enter("b", now + 30)]
     with pytest.raises(ApiError) as refused:
         admission.enter("c", now + 10)
-    assert 15 <= (refused.value.retry_after or 0) <= 20
+    assert refused.value.retry_after == 20
     job: Future[Any] = Future()
     tickets[0].hand_over(job)  # a job whose time is not known yet: the other body's deadline is the estimate
     with pytest.raises(ApiError) as refused:
         admission.enter("c", now + 10)
-    assert 25 <= (refused.value.retry_after or 0) <= 30
+    assert refused.value.retry_after == 30
     job.set_result(b"")
     tickets[1].close()
 

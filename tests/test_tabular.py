@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import assert_file_refused, examples
 from spacy_delink.cli import app
 from spacy_delink.errors import InputError
 from spacy_delink.tabular import (
@@ -187,7 +188,7 @@ small_columns = st.integers(min_value=1, max_value=30).flatmap(
 )
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=examples(60))
 @given(small_columns)
 def test_entropy_functions_agree_with_a_counting_oracle(columns: tuple[list[int], list[int], list[int]]) -> None:
     x, y, z = columns
@@ -261,12 +262,8 @@ def test_csv_delimiter_is_detected(tmp_path: Path, delimiter: str) -> None:
 
 
 def test_csv_errors_name_file_and_line(tmp_path: Path) -> None:
-    ragged = tmp_path / "ragged.csv"
-    ragged.write_text("a,b\n1,2\n3\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"ragged.csv:3: 1 fields where the header has 2"):
-        load_table(ragged)
-    with pytest.raises(InputError, match=r"no such file"):
-        load_table(tmp_path / "absent.csv")
+    assert_file_refused(load_table, tmp_path / "ragged.csv", "a,b\n1,2\n3\n", r"ragged.csv:3: 1 fields where the header has 2")
+    assert_file_refused(load_table, tmp_path / "absent.csv", None, r"no such file")
     empty_cells = tmp_path / "cells.csv"
     empty_cells.write_text("a,b\n,1\nx,2\n", encoding="utf-8")
     assert load_table(empty_cells).column("a") == [None, "x"]

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import shared_path
+from conftest import assert_file_refused, shared_path
 from spacy_delink.cli import app
 from spacy_delink.errors import InputError
 from spacy_delink.tabular import load_table, privacy_level, release_statistics, write_csv
@@ -242,16 +242,12 @@ def test_paper_settings_hold_on_the_released_adult_table(adult: dict, models: di
 # --- errors ------------------------------------------------------------------------------------
 
 def test_hierarchy_files_are_validated(tmp_path: Path) -> None:
-    ragged = tmp_path / "ragged.csv"
-    ragged.write_text("1;0-4;*\n2;*\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"ragged.csv:2: 2 levels where earlier rows have 3"):
-        read_hierarchy(ragged)
-    not_a_tree = tmp_path / "tree.csv"
-    not_a_tree.write_text("a;x;p;*\nb;x;q;*\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"label 'x' at level 1 generalizes to both 'p' and 'q'"):
-        read_hierarchy(not_a_tree)
-    with pytest.raises(InputError, match=r"no such hierarchy file"):
-        read_hierarchy(tmp_path / "absent.csv")
+    for name, content, message in (
+        ("ragged.csv", "1;0-4;*\n2;*\n", r"ragged.csv:2: 2 levels where earlier rows have 3"),
+        ("tree.csv", "a;x;p;*\nb;x;q;*\n", r"label 'x' at level 1 generalizes to both 'p' and 'q'"),
+        ("absent.csv", None, r"no such hierarchy file"),
+    ):
+        assert_file_refused(read_hierarchy, tmp_path / name, content, message)
 
 
 def test_bad_arguments_are_explained() -> None:

@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 import spec_oracle
 from spacy_delink.errors import InputError
-from spacy_delink.linkage.tokenize import LinkageRules, Tokenizer
+from spacy_delink.linkage.tokenize import LinkageRules, SearchTokenizer, Tokenizer
 
 
 def segments(text: str, rules: LinkageRules | None = None) -> list[list[str]]:
@@ -123,7 +124,7 @@ def texts(draw: st.DrawFn) -> str:
     return draw(st.sampled_from(["", " ", "."])) + "".join(parts)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(texts())
 def test_tokenizer_matches_the_naive_reading(text: str) -> None:
     tokens = Tokenizer().tokenize(text)
@@ -136,12 +137,18 @@ def test_tokenizer_matches_the_naive_reading(text: str) -> None:
     assert [tokenizer.search_form(r) for r in tokens.raw] == [t.form for t in expected]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100))
 @given(st.lists(texts(), min_size=1, max_size=5))
 def test_batch_tokenization_equals_one_by_one(batch: list[str]) -> None:
-    tokenizer = Tokenizer()
+    assert_batch_is_one_by_one(Tokenizer(), batch)
+
+
+def assert_batch_is_one_by_one(tokenizer: Tokenizer | SearchTokenizer, batch: list[str]) -> None:
+    """``tokenize_batch`` gives what tokenizing each text alone gives, in order: the counts, each
+    token as written and as its key reads it, and where segments start."""
     joined, counts = tokenizer.tokenize_batch(batch)
     singles = [tokenizer.tokenize(text) for text in batch]
     assert counts.tolist() == [len(t) for t in singles]
     assert joined.raw == [raw for t in singles for raw in t.raw]
+    assert [joined.form(i) for i in range(len(joined))] == [t.form(i) for t in singles for i in range(len(t))]
     assert joined.segment_start.tolist() == [flag for t in singles for flag in t.segment_start.tolist()]
