@@ -25,7 +25,7 @@ ALIASES = {
     "llama_cpp": "llama-cpp-python", "icu": "icukit-pyicu", "hironsan": "hironsancorpus",
 }
 #: distributions used without an import statement of their own name
-USED_WITHOUT_IMPORT = {"mypy"}  # run as a tool by .ci/run
+USED_WITHOUT_IMPORT = {"mypy", "ruff"}  # run as tools by .ci/run
 
 
 def normalize(name: str) -> str:

@@ -19,12 +19,12 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import matplotlib.pyplot as plt
+from tqdm import tqdm
 
-from spacy_delink.io.files import atomic_write  # noqa: E402
-from spacy_delink.tabular import load_table, privacy_level  # noqa: E402
-from spacy_delink.tabular.anonymize import anonymize, read_hierarchy  # noqa: E402
+from spacy_delink.io.files import atomic_write
+from spacy_delink.tabular import load_table, privacy_level
+from spacy_delink.tabular.anonymize import anonymize, read_hierarchy
 
 QUASI_IDENTIFIERS = ["age", "workclass", "occupation", "race", "sex", "salary-class", "marital-status"]
 SENSITIVE = ["education", "native-country"]

@@ -169,7 +169,7 @@ class FakeOpenAI(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: FakeOpenAI
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         server = self.server
         with server.lock:
             server.requests += 1
@@ -207,5 +207,5 @@ class _Handler(BaseHTTPRequestHandler):
             with server.lock:
                 server.in_flight -= 1
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: tests read the counters instead."""

@@ -2,7 +2,6 @@
 syntax, progress that suits the stream, and a help page that puts the text commands first."""
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Callable

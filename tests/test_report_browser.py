@@ -22,7 +22,7 @@ from spacy_delink.evaluate.assess import assess_document
 from spacy_delink.evaluate.job import evaluate_to_folder
 from spacy_delink.evaluate.settings import EvaluationSettings
 from spacy_delink.evaluate.assess_page import RANKED_COLUMNS, DocumentRisk, write_html_report
-from spacy_delink.pages.markup import DOCS_PER_PAGE, ReportSettings
+from spacy_delink.pages.markup import DOCS_PER_PAGE, ReportSettings, combination_counts
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
@@ -210,7 +210,7 @@ def test_evaluate_report_warns_first_and_names_its_settings(browser: Any, evalua
     _open(browser, evaluation_report)
     settings = browser.find_element("css selector", "#settings").text
     index = str(evaluation_report.parent.parent / "index")
-    assert settings.startswith(f"Checked under k 2 · arity 2 · readings exact and search · index {index}")
+    assert settings.startswith(f"Checked under k 2 · arity 2 · readings exact, search and gap · index {index}")
     assert "Arity 2: combinations of three phrases were not checked." in settings
     warnings = browser.find_element("css selector", "#warnings")
     assert warnings.location["y"] < browser.find_element("css selector", "#summary").location["y"]
@@ -282,7 +282,7 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[
 def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_report: tuple[Path, list[dict[str, Any]]], tmp_path: Path) -> None:
     page, records = sample_report
     _open(browser, page)
-    assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · readings exact and search · index ")
+    assert browser.find_element("css selector", "#settings").text.startswith("Checked under k 2 · arity 3 · readings exact, search and gap · index ")
     plot = browser.find_element("css selector", "#plots img[data-plot='assessment.png']")
     assert browser.execute_script("return arguments[0].naturalWidth", plot) > 100
     texts = {r["id"]: r["text"] for r in srsly.read_jsonl(REPO / "samples" / "deidentified.jsonl")}
@@ -295,7 +295,8 @@ def test_assess_report_lists_sliding_combinations_once(browser: Any, sample_repo
     combos = browser.find_element("css selector", "#doc-0 details.combos")
     combos.find_element("css selector", "summary").click()
     assert combos.find_element("css selector", "summary").text.startswith(
-        f"{first['combination_count']} linkable combinations in the de-identified text, in {first['combination_groups']} groups"
+        f"{first['combination_count']:,}{'+' if combination_counts(first)[2] else ''} linkable combinations in the de-identified text,"
+        f" in {first['combination_groups']} groups"
     )
     items = combos.find_elements("css selector", "button.combo")
     assert len(items) == len(first["combinations"]) == first["combination_groups"]

@@ -70,7 +70,11 @@ def masked_tokens(source: str, edits: list[dict[str, Any]]) -> int:
 def test_every_output_is_protected_per_the_spec_oracle(tab: dict[str, object]) -> None:
     tmp: Path = tab["tmp"]  # type: ignore[assignment]
     inputs: list[dict[str, str]] = tab["inputs"]  # type: ignore[assignment]
-    records = protect(tmp, "input.jsonl", 1)
+    # The oracle reads SPEC §1-6 (the exact reading); the run is pinned to the exact and search
+    # readings so the share of tokens masked below measures them. Under the defaults the gap reading
+    # masks far more (a median of 70% of a document's tokens at arity 1, measured 2026-12-07); its
+    # protection on TAB is test_tab_end_to_end's done-when check.
+    records = protect(tmp, "input.jsonl", 1, "--readings", "exact,search")
     assert [r["id"] for r in records] == [r["id"] for r in inputs]
     outputs = [str(r["text"]) for r in records]
     wanted = {o[2] for text in outputs for o in spec_oracle.occurrences(text, 8)}

@@ -13,15 +13,15 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from starlette.requests import Request  # noqa: E402
+from starlette.requests import Request
 
-from spacy_delink.errors import InputError  # noqa: E402
-from spacy_delink.serve.answer import Answerer  # noqa: E402
-from spacy_delink.serve.gate import ADMITTED, Admitted  # noqa: E402
-from spacy_delink.serve.limits import Admission  # noqa: E402
-from spacy_delink.serve.metrics import ServeMetrics  # noqa: E402
-from spacy_delink.serve.schema import Job  # noqa: E402
-from spacy_delink.serve.settings import ServeSettings  # noqa: E402
+from spacy_delink.errors import InputError
+from spacy_delink.serve.answer import Answerer
+from spacy_delink.serve.gate import ADMITTED, Admitted
+from spacy_delink.serve.limits import Admission
+from spacy_delink.serve.metrics import ServeMetrics
+from spacy_delink.serve.schema import Job
+from spacy_delink.serve.settings import ServeSettings
 
 
 def _answer(body: bytes, submit: Callable[[Job], "Future[bytes]"], **settings: Any) -> tuple[Any, ServeMetrics, Admission]:

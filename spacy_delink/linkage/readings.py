@@ -117,8 +117,16 @@ def warn_unread(scripts: Iterable[str], readings: Iterable[str]) -> None:
     warnings.warn(unread_message(scripts, readings), UnreadScriptWarning, stacklevel=3)
 
 
+def _known(readings: Iterable[str]) -> list[str]:
+    return [r for r in READINGS if r in ({readings} if isinstance(readings, str) else set(readings))]
+
+
+def listed(readings: Iterable[str]) -> str:
+    """The readings named in their canonical order, as a sentence lists them ("exact, search and gap")."""
+    names = _known(readings)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def describe(readings: Iterable[str]) -> str:
     """The readings as words for summaries and reports ("exact and search readings")."""
-    names = [r for r in READINGS if r in ({readings} if isinstance(readings, str) else set(readings))]
-    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-    return f"{listed} reading{'s' if len(names) > 1 else ''}"
+    return f"{listed(readings)} reading{'s' if len(_known(readings)) > 1 else ''}"

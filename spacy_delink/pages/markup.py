@@ -34,7 +34,7 @@ import jinja2
 
 from .grouping import grouped_combinations
 from ..io.files import atomic_write
-from ..linkage.readings import DEFAULT_READINGS
+from ..linkage.readings import DEFAULT_READINGS, listed
 
 #: Most bytes of marked-up text per document view; the rest is shown as plain text.
 DOC_BUDGET = 25_000
@@ -63,7 +63,7 @@ class ReportSettings:
     skipped: int = 0
 
     def facts(self) -> list[tuple[str, str]]:
-        return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", " and ".join(self.readings)), ("index", self.index)]
+        return [("k", str(self.k)), ("arity", str(self.arity)), ("readings", listed(self.readings)), ("index", self.index)]
 
     def caveat(self) -> str | None:
         """What these settings leave unchecked, in words (arity below the threat model's 3, a reading left out)."""

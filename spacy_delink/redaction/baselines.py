@@ -10,7 +10,7 @@ from ..extras import require_extra
 
 require_extra("redaction", "the redaction baselines")  # before scikit-learn's own ImportError
 
-from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline

@@ -33,7 +33,7 @@ from ..extras import require_extra
 
 require_extra("redaction", "the redaction ε estimate")  # before SciPy's own ImportError
 
-from scipy.optimize import brentq  # noqa: E402
+from scipy.optimize import brentq
 from scipy.spatial import cKDTree
 from scipy.stats import ncf
 from sklearn.decomposition import PCA

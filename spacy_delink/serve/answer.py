@@ -19,7 +19,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from starlette.requests import ClientDisconnect, Request  # noqa: E402
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ..errors import DelinkError, InputError
@@ -99,7 +99,7 @@ class Answerer:
             return Response(status_code=499)  # nobody reads it; the status only marks it so
         except InputError as err:  # settings a job refused (the library's own checks)
             response = ApiError(422, "invalid_request", str(err)).response()
-        except Exception as err:  # noqa: BLE001 (logged, answered 500: the server goes on)
+        except Exception as err:
             stack = "".join(traceback.format_tb(err.__traceback__))
             logger.error("%s %s failed: %s (message withheld: it may quote a text)\n%s", request_id, endpoint, type(err).__name__, stack)
             code = "job_failed" if isinstance(err, DelinkError) else "internal"

@@ -24,7 +24,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from fastapi import Depends, FastAPI, Request  # noqa: E402
+from fastapi import Depends, FastAPI, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
 

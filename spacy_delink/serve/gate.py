@@ -16,7 +16,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from starlette.datastructures import Headers  # noqa: E402
+from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 

@@ -21,7 +21,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-import orjson  # noqa: E402
+import orjson
 from starlette.responses import Response
 
 #: Longest wait a refusal suggests; a client retrying sooner than the estimate just gets refused again.

@@ -14,7 +14,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, Histogram, generate_latest  # noqa: E402
+from prometheus_client import CollectorRegistry, Counter as PromCounter, Gauge, Histogram, generate_latest
 from prometheus_client import CONTENT_TYPE_LATEST
 
 #: Request latency buckets (seconds): a short document at arity 1 takes milliseconds, a batch with LLM passes a minute.

@@ -12,7 +12,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-from fastapi import FastAPI  # noqa: E402
+from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from starlette.responses import Response

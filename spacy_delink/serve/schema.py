@@ -16,7 +16,7 @@ from ..extras import require_extra
 
 require_extra("serve", "delink serve")  # one line naming the extra, before FastAPI's own ImportError
 
-import orjson  # noqa: E402
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from ..batch import batch_documents
