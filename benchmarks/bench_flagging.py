@@ -294,9 +294,14 @@ def main() -> None:
             texts = [text for _, text in base.inputs][: args.docs]
             report["redetect"] = {s: redetect(index_path, texts, 2, s) for s in strategies if s != "optimal"}
     report["seconds"] = round(time.perf_counter() - started, 1)
+    write_report(report, args.out)
+
+
+def write_report(report: dict[str, Any], out: Path | None) -> None:
+    """Print ``report`` as indented JSON, and write it to ``out`` too when given."""
     text = json.dumps(report, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
     print(text)
 
 

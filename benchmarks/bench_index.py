@@ -33,6 +33,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -121,37 +122,53 @@ def max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def build_in_child(paths: list[str] | None, max_docs: int | None, index_dir: str, memory_mb: int, conn: Connection) -> None:
+def build_in_child(paths: list[str] | None, max_docs: int | None, index_dir: str, memory_mb: int) -> dict[str, Any]:
     """Load the corpus, then build the index; report the build's time and this process's peak RSS."""
+    corpus = load_workload(paths, max_docs).corpus
+    rss_before = max_rss_mb()
+    started = time.perf_counter()
+    summary = IndexBuilder(LinkageRules(), memory_mb=memory_mb, progress=False).build(corpus, index_dir)
+    seconds = time.perf_counter() - started
+    return {"summary": summary.to_dict(), "seconds": seconds, "rss_before_mb": rss_before, "peak_rss_mb": max_rss_mb()}
+
+
+def send_result(target: Callable[..., dict[str, Any]], args: tuple[Any, ...], conn: Connection) -> None:
+    """A spawned child's body: send ``target(*args)`` (or the one-line error it raised) to the parent."""
     try:
-        corpus = load_workload(paths, max_docs).corpus
-        rss_before = max_rss_mb()
-        started = time.perf_counter()
-        summary = IndexBuilder(LinkageRules(), memory_mb=memory_mb, progress=False).build(corpus, index_dir)
-        seconds = time.perf_counter() - started
-        conn.send({"summary": summary.to_dict(), "seconds": seconds, "rss_before_mb": rss_before, "peak_rss_mb": max_rss_mb()})
+        conn.send(target(*args))
     except DelinkError as err:
         conn.send({"error": str(err)})
     finally:
         conn.close()
 
 
-def build_index(paths: list[str] | None, max_docs: int | None, index_dir: Path, memory_mb: int) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=build_in_child, args=(paths, max_docs, str(index_dir), memory_mb, sender))
-    child.start()
-    sender.close()
+def receive_report(receiver: Connection) -> dict[str, Any]:
+    """What the child sent, or {} when it died before sending (``child_report`` then says so)."""
     try:
         report: dict[str, Any] = receiver.recv()
     except EOFError:
         report = {}
-    child.join()
+    return report
+
+
+def child_report(report: dict[str, Any], child: BaseProcess, what: str) -> dict[str, Any]:
+    """``report`` from a joined child, or its error as the one-line error it was."""
     if "error" in report:
         raise InputError(report["error"])
     if child.exitcode != 0 or not report:
-        raise DelinkError(f"the index build child process failed (exit code {child.exitcode}); see its traceback above")
+        raise DelinkError(f"the {what} child process failed (exit code {child.exitcode}); see its traceback above")
     return report
+
+
+def build_index(paths: list[str] | None, max_docs: int | None, index_dir: Path, memory_mb: int) -> dict[str, Any]:
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=send_result, args=(build_in_child, (paths, max_docs, str(index_dir), memory_mb), sender))
+    child.start()
+    sender.close()
+    report = receive_report(receiver)
+    child.join()
+    return child_report(report, child, "index build")
 
 
 def median_ms(action: Callable[[], object], repeats: int) -> float:

@@ -23,7 +23,6 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -31,7 +30,7 @@ from typing import Any  # noqa: E402
 
 import spacy  # noqa: E402
 
-from bench_flagging import redetect  # noqa: E402
+from bench_flagging import redetect, write_report  # noqa: E402
 from spacy_delink.components.rewriter import DelinkRewriter  # noqa: E402
 from spacy_delink.linkage.index import IndexBuilder  # noqa: E402
 from tab_testbed import load_tab  # noqa: E402
@@ -96,10 +95,7 @@ def main() -> None:
     }
     if args.redetect_size:
         report["redetect_arity3"] = timing
-    text = json.dumps(report, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -55,14 +55,17 @@ from bench_index import (
     TANTIVY_QUERY_CAP,
     build_tantivy,
     check_targets,
+    child_report,
     directory_bytes,
     header,
+    receive_report,
     report,
     segment_ngrams,
+    send_result,
     tantivy_counter,
 )
 from spacy_delink.corpus.source import read_documents
-from spacy_delink.errors import DelinkError, InputError
+from spacy_delink.errors import InputError
 from spacy_delink.io.files import atomic_write
 from spacy_delink.linkage.attack import assess_text
 from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
@@ -120,20 +123,11 @@ def _build_tantivy(paths: list[str], max_docs: int | None, out: str, memory_mb: 
     return {"seconds": seconds, "bytes": directory_bytes(Path(out))}
 
 
-def _child(target: Callable[..., dict[str, Any]], args: tuple[Any, ...], conn: Any) -> None:
-    try:
-        conn.send(target(*args))
-    except DelinkError as err:
-        conn.send({"error": str(err)})
-    finally:
-        conn.close()
-
-
 def run_measured(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """Run ``target(*args)`` in a spawned child; add the peak total RSS of its process tree."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(target, args, sender))
+    child = context.Process(target=send_result, args=(target, args, sender))
     child.start()
     sender.close()
     peak = 0
@@ -158,17 +152,11 @@ def run_measured(target: Callable[..., dict[str, Any]], *args: Any) -> dict[str,
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    try:
-        report: dict[str, Any] = receiver.recv()
-    except EOFError:
-        report = {}
+    report = receive_report(receiver)
     done.set()
     child.join()
     sampler.join()
-    if "error" in report:
-        raise InputError(report["error"])
-    if child.exitcode != 0 or not report:
-        raise DelinkError(f"the benchmark child process failed (exit code {child.exitcode}); see its traceback above")
+    child_report(report, child, "benchmark")
     report["peak_rss_mb"] = round(peak / 2**20, 1)
     return report
 

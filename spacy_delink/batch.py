@@ -50,8 +50,16 @@ def batch_documents(texts: Iterable[Any], ids: Optional[Iterable[Any]] = None, w
     return list(unique_ids(documents))
 
 
-def _index(index: IndexLike) -> CorpusIndex:
+def opened_index(index: IndexLike) -> CorpusIndex:
+    """``index`` itself when open, else the index at that path (its key beside it or in ``$DELINK_KEY_FILE``)."""
     return index if isinstance(index, CorpusIndex) else open_index(index)
+
+
+def check_assess_settings(k: int, arity: int, max_combinations: int) -> None:
+    """`delink assess`'s settings checked, before any text is read or index opened."""
+    check_k(k)
+    check_arity(arity, allow_single=True)
+    check_max_combinations(max_combinations)
 
 
 def assess_texts(
@@ -69,10 +77,8 @@ def assess_texts(
     ``index`` is an open index or its path (opened once per process, its key beside it or
     in ``$DELINK_KEY_FILE``).
     """
-    check_k(k)
-    check_arity(arity, allow_single=True)
-    check_max_combinations(max_combinations)
-    opened = _index(index)
+    check_assess_settings(k, arity, max_combinations)
+    opened = opened_index(index)
     return assess_documents(opened, batch_documents(texts, ids), k, arity, max_combinations, opened.require_readings(readings))
 
 

@@ -12,14 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .batch import IndexLike, assess_documents, protect_texts
+from .batch import IndexLike, assess_documents, check_assess_settings, opened_index, protect_texts
 from .claims import THREAT_MODEL_ARITY
 from .corpus.rules import DocId, check_doc_id, check_text, unique_ids
 from .errors import InputError
 from .linkage.attack import DEFAULT_MAX_COMBINATIONS
-from .linkage.combinations import check_arity, check_max_combinations
-from .linkage.index import CorpusIndex, open_index
-from .linkage.ngrams import check_k
 from .linkage.readings import DEFAULT_READINGS
 
 #: How a caller of these functions names the id and the text (the command line's options do not exist here).
@@ -62,10 +59,6 @@ def _with_records(frame: Any, records: list[dict[str, Any]], text_field: str) ->
     return result
 
 
-def _open(index: IndexLike) -> CorpusIndex:
-    return index if isinstance(index, CorpusIndex) else open_index(index)
-
-
 def assess_frame(
     index: IndexLike,
     frame: Any,
@@ -79,11 +72,9 @@ def assess_frame(
 ) -> Any:
     """``frame`` (a pandas DataFrame) with the columns of each row's `delink assess` record added
     (``anonymity``, ``linkage_risk``, ``ngrams``, ``combinations``, ...), its own columns kept."""
-    check_k(k)
-    check_arity(arity, allow_single=True)
-    check_max_combinations(max_combinations)
+    check_assess_settings(k, arity, max_combinations)
     documents = _documents(frame, id_field, text_field)
-    opened = _open(index)
+    opened = opened_index(index)
     records = assess_documents(opened, documents, k, arity, max_combinations, opened.require_readings(readings))
     return _with_records(frame, records, text_field)
 

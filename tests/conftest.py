@@ -146,6 +146,14 @@ def shared_data() -> Path:
     return shared_path()
 
 
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    """Write each ``relative path: text`` under ``root``, making its folders: a test's small file tree."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
 @dataclass
 class Outcome:
     """What one run of the console entry point gave: exit status and both streams."""

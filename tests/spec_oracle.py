@@ -54,6 +54,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable, Iterator
 
 BREAK_CHARS = set('.,;:!?()[]{}"“”„«»…')
 MASK_PATTERNS = [r"\[[A-Z][A-Z0-9_ -]*\]", r"<[A-Z][A-Z0-9_]*>", r"\*{3,}"]
@@ -236,6 +237,26 @@ def spaceless_script(ch: str) -> str | None:
     return None
 
 
+def _run_end(word: list[bool], start: int, joins: Callable[[int], bool]) -> int:
+    """The end of the token at ``start``: the word characters after it run while ``joins`` holds."""
+    end = start + 1
+    while end < len(word) and word[end] and joins(end):
+        end += 1
+    return end
+
+
+def _word_runs(word: list[bool], run_end: Callable[[int], int]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each token, left to right: a word character starts one, ``run_end`` ends it."""
+    start = 0
+    while start < len(word):
+        if not word[start]:
+            start += 1
+            continue
+        end = run_end(start)
+        yield start, end
+        start = end
+
+
 def search_tokenize(text: str, alternate: bool = False) -> tuple[list[OracleToken], list[bool]]:
     """SPEC §8's tokens (offsets into ``text``) and, after the first, whether the gap before each breaks.
 
@@ -250,23 +271,18 @@ def search_tokenize(text: str, alternate: bool = False) -> tuple[list[OracleToke
     word = [c.isalnum() and not masked[i] for c, i in chars]
     tokens: list[OracleToken] = []
     bounds: list[tuple[int, int]] = []  # in ``chars``
-    j = 0
-    while j < len(chars):
-        if not word[j]:
-            j += 1
-            continue
-        end = j + 1
-        character = True
+
+    def run_end(j: int) -> int:
         if spaceless_script(text[chars[j][1]]) == "Hangul":
-            while end < len(chars) and word[end] and chars[end][1] == chars[j][1]:
-                end += 1
-        elif spaceless_script(chars[j][0]) is None:
-            character = False
-            while end < len(chars) and word[end] and spaceless_script(chars[end][0]) is None:
-                end += 1
+            return _run_end(word, j, lambda end: chars[end][1] == chars[j][1])
+        if spaceless_script(chars[j][0]) is None:
+            return _run_end(word, j, lambda end: spaceless_script(chars[end][0]) is None)
+        return j + 1
+
+    for j, end in _word_runs(word, run_end):
+        character = spaceless_script(text[chars[j][1]]) == "Hangul" or spaceless_script(chars[j][0]) is not None
         tokens.append(OracleToken(chars[j][1], chars[end - 1][1] + 1, "".join(c for c, _ in chars[j:end]), character))
         bounds.append((j, end))
-        j = end
     breaks = [True]
     for (_, left_end), (right_start, _) in zip(bounds, bounds[1:]):
         breaks.append(any(masked[i] for _, i in chars[left_end:right_start]))
@@ -286,20 +302,12 @@ def tokenize(text: str, reading: str = "exact", alternate: bool = False) -> tupl
     script = [spaceless_script(ch) for ch in text]
     mark = [script[i] is not None and unicodedata.category(ch).startswith("M") for i, ch in enumerate(text)]
     tokens: list[OracleToken] = []
-    i = 0
-    while i < len(text):
-        if not word[i]:
-            i += 1
-            continue
-        j = i + 1
-        if script[i] is None:
-            while j < len(text) and word[j] and script[j] is None:
-                j += 1
-        else:
-            while j < len(text) and word[j] and mark[j]:
-                j += 1
+
+    def run_end(i: int) -> int:
+        return _run_end(word, i, (lambda j: script[j] is None) if script[i] is None else (lambda j: mark[j]))
+
+    for i, j in _word_runs(word, run_end):
         tokens.append(OracleToken(i, j, unicodedata.normalize("NFKC", text[i:j]).casefold(), script[i] is not None))
-        i = j
     breaks = [True]
     for left, right in zip(tokens, tokens[1:]):
         gap = text[left.end : right.start]

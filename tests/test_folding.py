@@ -12,7 +12,7 @@ import subprocess
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -28,6 +28,7 @@ from spacy_delink.linkage.index import CorpusIndex, IndexBuilder
 from spacy_delink.linkage.tokenize import LinkageRules
 from spacy_delink.llm.tasks.rewrite import make_rewrite_task
 from spacy_delink.llm.tasks.rewrite.content import introduces_lookalikes
+from test_rewriter import judge_one
 
 tantivy = require_module("tantivy", "the ASCII folding is probed from tantivy's own filter (the test extra)")
 icu = require_module("icu", "Nd digits come from ICU (pip install icukit-pyicu, the test extra)")
@@ -148,25 +149,14 @@ def test_the_lookalike_check_refuses_every_folded_character(engine_reading: dict
     assert introduces_lookalikes("Sold in ⟦1994⟧.", "in ١٩٩٥") and introduces_lookalikes("the ⟦farm⟧", "a þing")
 
 
-def _judge(text: str, span: tuple[int, int], replacement: str) -> dict[str, Any]:
-    import json
-
-    task = make_rewrite_task(context="sentence")
-    doc = task.request_doc(spacy.blank("en").vocab, text, [span])
-    answer = json.dumps([{"id": 1, "span": text[span[0] : span[1]], "replacement": replacement}])
-    (result,) = task.parse_responses([[doc]], [[answer]])
-    outcome: dict[str, Any] = result.user_data["delink.rewrite_result"]
-    return outcome
-
-
 def test_the_issues_answers_are_refused() -> None:
     text = "The proceedings ended in 1993, when the Supreme Court ruled."
     span = (0, len("The proceedings ended in 1993"))
     for answer in (HOSTILE, "Thǝ procǝedings ǝnded in ❶❾❾❸", "The proceedings ended in ١٩٩٣", "Þe proceedings ended in १९९३"):
-        outcome = _judge(text, span, answer)
+        outcome = judge_one(make_rewrite_task(context="sentence"), text, span, answer)
         reasons = {reason for reason, n in outcome["rejected"].items() if n}
         assert outcome["accepted"] == [] and reasons and reasons <= {"lookalike", "echo"}, (answer, reasons)
-    assert _judge(text, span, "The case closed that year")["accepted"]  # a real rewrite passes
+    assert judge_one(make_rewrite_task(context="sentence"), text, span, "The case closed that year")["accepted"]  # a real rewrite passes
 
 
 # -- a hostile endpoint, end to end -------------------------------------------------------------------

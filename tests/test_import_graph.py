@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from conftest import write_files
+
 PACKAGE = Path(__file__).resolve().parents[1] / "spacy_delink"
 
 
@@ -127,13 +129,14 @@ def test_the_package_imports_without_a_cycle() -> None:
 
 def test_the_graph_sees_function_level_relative_and_package_imports(tmp_path: Path) -> None:
     package = tmp_path / "spacy_delink"
-    (package / "sub").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "sub" / "__init__.py").write_text("from .b import thing\n")
-    (package / "a.py").write_text("def f():\n    from .sub import b\n")
-    (package / "sub" / "b.py").write_text("from ..a import f\nthing = 1\n")
-    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n")
-    (package / "d.py").write_text("import spacy_delink.sub.b\n")
+    write_files(package, {
+        "__init__.py": "",
+        "sub/__init__.py": "from .b import thing\n",
+        "a.py": "def f():\n    from .sub import b\n",
+        "sub/b.py": "from ..a import f\nthing = 1\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n",
+        "d.py": "import spacy_delink.sub.b\n",
+    })
     graph = import_graph(package)
     assert graph["spacy_delink.a"] == {"spacy_delink.sub", "spacy_delink.sub.b"}
     assert graph["spacy_delink.sub.b"] == {"spacy_delink.a"}  # its own package has run already

@@ -28,7 +28,7 @@ from spacy_delink.linkage.index import CorpusIndex, IndexBuilder, KeyPermissionW
 from spacy_delink.linkage.index.update import update_index
 from spacy_delink.linkage.ngrams import MAX_K, check_k
 from spacy_delink.linkage.tokenize import LinkageRules
-from conftest import Outcome
+from conftest import Outcome, write_files
 
 CORPUS: list[tuple[Any, str]] = [
     ("a", "The applicant's farm near the river Mura was sold."),
@@ -185,12 +185,8 @@ def test_skip_invalid_skips_a_line_with_a_repeated_key(tmp_path: Path, delink: C
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    root = tmp_path / "texts"
-    (root / "sub").mkdir(parents=True)
-    (root / "a.txt").write_text("first document")
-    (root / "sub" / "b.txt").write_text("second document")
-    (tmp_path / "secret.txt").write_text("a file outside the corpus")
-    return root
+    write_files(tmp_path, {"texts/a.txt": "first document", "texts/sub/b.txt": "second document", "secret.txt": "a file outside the corpus"})
+    return tmp_path / "texts"
 
 
 def test_a_link_to_a_file_outside_the_folder_is_refused(folder: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .app import app, echo_claims
-from .linkage import FORMAT_HELP, ID_FIELD_HELP, READINGS_HELP, TEXT_FIELD_HELP, check_k_list_option, check_k_option
+from .linkage import FORMAT_OPTION, ID_FIELD_HELP, KEY_FILE_OPTION, READINGS_HELP, TEXT_FIELD_HELP, check_k_list_option, check_k_option
 
 
 @app.command("evaluate")
@@ -28,12 +28,12 @@ def evaluate_command(
     ranked: bool = typer.Option(
         True, "--ranked/--no-ranked", help="Ranked retrieval: tantivy's BM25 with each text as the query (needs the evaluate extra)."
     ),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    key_file: Optional[Path] = KEY_FILE_OPTION,
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the index checksums on open."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier evaluation in --output."),
     id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP + " The same in all three inputs."),
     text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP + " The same in all three inputs."),
-    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    input_format: Optional[str] = FORMAT_OPTION,
 ) -> None:
     """Measure linkage before/after protection (ours and tantivy), utility and semantic linkage; write a report."""
     from ..claims import CheckedUnder

@@ -50,6 +50,11 @@ def check_k_list_option(value: str) -> str:
 ID_FIELD_HELP = "Field (JSONL) or column (CSV, TSV, Parquet) holding the document id; a folder's ids are its files' paths."
 TEXT_FIELD_HELP = "Field (JSONL) or column (CSV, TSV, Parquet) holding the text."
 FORMAT_HELP = "Input format where its name does not say: jsonl, csv, tsv, parquet or folder [default: from the name; stdin: jsonl]."
+#: The options every command reading documents or an index spells the same way (one definition, one help).
+KEY_FILE_OPTION = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE].")
+ID_FIELD_OPTION = typer.Option("id", "--id-field", help=ID_FIELD_HELP)
+TEXT_FIELD_OPTION = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP)
+FORMAT_OPTION = typer.Option(None, "--format", help=FORMAT_HELP)
 ALLOW_EMPTY_HELP = "Succeed even when no document was {verb} (an empty input, every input skipped) [default: exit 1, so no script reads an empty run as all clear]."
 
 
@@ -85,9 +90,9 @@ def index_command(
         "exact,search,gap", "--readings",
         help="Readings of the rules the index holds, comma-separated; a query for another is refused (docs/linkage-rules.md §8–§9).",
     ),
-    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
-    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
-    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    text_field: str = TEXT_FIELD_OPTION,
+    id_field: str = ID_FIELD_OPTION,
+    input_format: Optional[str] = FORMAT_OPTION,
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger corpora spill to disk."),
     key_file: Optional[Path] = typer.Option(
         None, "--key-file", help="Key file the secret is added to (other keys in it are kept) [default: <output>.key or $DELINK_KEY_FILE]."
@@ -223,7 +228,7 @@ def _update(
 @app.command("compact")
 def compact_command(
     index: Path = typer.Argument(..., help="Updatable index directory whose deltas to merge into its base."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    key_file: Optional[Path] = KEY_FILE_OPTION,
     ids_file: Optional[Path] = typer.Option(None, "--ids-file", help="The index's id mapping [default: <index>.ids.json]."),
     memory_mb: int = typer.Option(2048, "--memory-mb", help="Working-memory budget; larger indexes spill to disk."),
     shards: Optional[int] = typer.Option(None, "--shards", help="Number of hash-range shards, a power of two [default: as a fresh build would choose] (docs/scale.md)."),
@@ -264,11 +269,11 @@ def assess_command(
     ),
     readings: str = typer.Option("exact,search,gap", "--readings", help=READINGS_HELP),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML report with the spans highlighted (a file)."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    key_file: Optional[Path] = KEY_FILE_OPTION,
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines."),
-    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
-    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
-    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    id_field: str = ID_FIELD_OPTION,
+    text_field: str = TEXT_FIELD_OPTION,
+    input_format: Optional[str] = FORMAT_OPTION,
     allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP.format(verb="assessed")),
     verify: bool = typer.Option(
         True, "--verify/--no-verify", help="Check every array's checksum on open (the manifest's MAC and sizes are always checked)."

@@ -11,11 +11,12 @@ from .app import UsageError, app, echo_claims, output_name
 from .linkage import (
     ALLOW_EMPTY_HELP,
     ARITY_HELP,
-    FORMAT_HELP,
-    ID_FIELD_HELP,
+    FORMAT_OPTION,
+    ID_FIELD_OPTION,
+    KEY_FILE_OPTION,
     READINGS_HELP,
     SCHEDULER_HELP,
-    TEXT_FIELD_HELP,
+    TEXT_FIELD_OPTION,
     WORKERS_HELP,
     check_k_option,
     report_skipped,
@@ -77,12 +78,12 @@ def protect_command(
         "(a GGUF model in process) [default: the offline Mask model]; "
         f"its values can be overridden after INDEX and INPUT as spaCy does, e.g. {OVERRIDE_EXAMPLE}.",
     ),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    key_file: Optional[Path] = KEY_FILE_OPTION,
     batch_size: int = typer.Option(16, "--batch-size", help="Documents whose LLM requests are sent together."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Skip (and count) invalid lines instead of stopping."),
-    id_field: str = typer.Option("id", "--id-field", help=ID_FIELD_HELP),
-    text_field: str = typer.Option("text", "--text-field", help=TEXT_FIELD_HELP),
-    input_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    id_field: str = ID_FIELD_OPTION,
+    text_field: str = TEXT_FIELD_OPTION,
+    input_format: Optional[str] = FORMAT_OPTION,
     allow_empty: bool = typer.Option(False, "--allow-empty", help=ALLOW_EMPTY_HELP.format(verb="protected")),
     require_llm: bool = typer.Option(
         False, "--require-llm", help="Fail (status 1) when the LLM gives no answer, e.g. its endpoint is down, instead of masking."

@@ -11,7 +11,7 @@ from typing import Any, Optional
 import typer
 
 from .app import app
-from .linkage import READINGS_HELP
+from .linkage import KEY_FILE_OPTION, READINGS_HELP
 
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (port 0: any free one); uvicorn starts listening on it."""
@@ -45,7 +45,7 @@ def serve_command(
     config: Optional[Path] = typer.Option(None, "--config", help="spaCy config with a delink_rewriter component, e.g. openai [default: the offline Mask model]."),
     settings: Optional[list[str]] = typer.Option(None, "--set", metavar="SECTION.KEY=VALUE", help="Set a value of the --config (repeatable), as for `delink protect`."),
     flagging: Optional[str] = typer.Option(None, "--flagging", help="What to rewrite: shortest, min_cover or optimal [default: min_cover, or the config's]."),
-    key_file: Optional[Path] = typer.Option(None, "--key-file", help="The index's key [default: <index>.key or $DELINK_KEY_FILE]."),
+    key_file: Optional[Path] = KEY_FILE_OPTION,
     api_key_file: Optional[Path] = typer.Option(
         None, "--api-key-file", help="File holding the API key clients must send as Authorization: Bearer <key> [also $DELINK_API_KEY_FILE, or the key in $DELINK_API_KEY]."
     ),

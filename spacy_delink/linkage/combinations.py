@@ -69,6 +69,7 @@ from .gap import BRIDGE_ROW, GapAnalysis
 from .index import CorpusIndex
 from .index.levels import split_documents
 from .ngrams import LinkageAnalysis, Occurrence, occurrence_keys
+from .scores import SupportRisk
 
 ARITY_RANGE = (2, 3)
 
@@ -89,15 +90,11 @@ def check_max_combinations(max_combinations: int) -> int:
 
 
 @dataclass(frozen=True)
-class Combination:
+class Combination(SupportRisk):
     """A minimal linkable combination: candidate indices (in text order) and its support."""
 
     members: tuple[int, ...]
     support: int
-
-    @property
-    def risk(self) -> float:
-        return 1.0 / self.support
 
 
 @dataclass

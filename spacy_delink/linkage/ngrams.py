@@ -23,6 +23,7 @@ from .index.ngram_keys import extend_positions
 from .index.levels import TwinLevel
 from .readings import READINGS
 from .search_form import holds_alternate
+from .scores import SupportRisk
 from .tokenize import SearchTokenizer, Tokens
 
 
@@ -54,7 +55,7 @@ _COLUMNS = ("token", "n", "start", "end", "support", "row")
 
 
 @dataclass(frozen=True)
-class Occurrence:
+class Occurrence(SupportRisk):
     """One n-gram occurrence: token range ``[token, token + n)`` and character offsets."""
 
     token: int
@@ -63,10 +64,6 @@ class Occurrence:
     end: int
     support: int
     row: int
-
-    @property
-    def risk(self) -> float:
-        return 1.0 / self.support
 
 
 @dataclass

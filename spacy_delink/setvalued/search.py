@@ -8,6 +8,8 @@ single record's options with a column gather.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -131,6 +133,29 @@ def _join_cheapest(groups: Groups, records: np.ndarray) -> None:
         groups.move(int(record), int(np.argmin(groups.record_addition_costs(int(record)))))
 
 
+def _seeded_groups(groups: Groups, grower: Callable[[np.ndarray], Callable[[int, np.ndarray], list[int]]]) -> np.ndarray:
+    """Open groups of k, each grown from a free seed (most isolated first) while k records are free,
+    by ``grower(distance)(seed, free)``; the records left free (fewer than k), for the caller to place."""
+    k = groups.k
+    n = groups.rows.shape[0]
+    free = np.ones(n, dtype=bool)
+    new_groups: list[np.ndarray] = []
+    if n >= k:
+        distance = _distances(groups)
+        grow = grower(distance)
+        remaining = n
+        for seed in _isolation_order(distance, k):
+            if remaining < k:
+                break
+            if not free[seed]:
+                continue
+            free[seed] = False
+            new_groups.append(np.array(grow(int(seed), free)))
+            remaining -= k
+    groups.open(new_groups)
+    return np.flatnonzero(free)
+
+
 def greedy_groups(groups: Groups) -> None:
     """Initial partition: the most isolated free record seeds a group that grows to k members.
 
@@ -141,22 +166,14 @@ def greedy_groups(groups: Groups) -> None:
     """
     k = groups.k
     rows = groups.rows
-    n = rows.shape[0]
-    free = np.ones(n, dtype=bool)
-    new_groups: list[np.ndarray] = []
-    if n >= k:
-        distance = _distances(groups)
+
+    def grower(distance: np.ndarray) -> Callable[[int, np.ndarray], list[int]]:
         scale = distance.max() + 1
-        remaining = n
-        for seed in _isolation_order(distance, k):
-            if remaining < k:
-                break
-            if not free[seed]:
-                continue
-            free[seed] = False
+
+        def grow(seed: int, free: np.ndarray) -> list[int]:
             counts = np.zeros(rows.shape[1], dtype=np.int64)
             counts[groups.items[seed]] = 1
-            chosen = [int(seed)]
+            chosen = [seed]
             for size in range(1, k):
                 strict = 2 * counts > size
                 weak = 2 * counts >= size
@@ -166,10 +183,11 @@ def greedy_groups(groups: Groups) -> None:
                 free[pick] = False
                 chosen.append(pick)
                 counts[groups.items[pick]] += 1
-            new_groups.append(np.array(chosen))
-            remaining -= k
-    groups.open(new_groups)
-    _join_cheapest(groups, np.flatnonzero(free))
+            return chosen
+
+        return grow
+
+    _join_cheapest(groups, _seeded_groups(groups, grower))
 
 
 def local_search(groups: Groups, max_rounds: int) -> None:
@@ -288,33 +306,23 @@ def suppression_groups(groups: Groups) -> None:
     """
     k = groups.k
     rows = groups.rows
-    n = rows.shape[0]
-    free = np.ones(n, dtype=bool)
-    new_groups: list[np.ndarray] = []
-    if n >= k:
-        remaining = n
-        for seed in _isolation_order(_distances(groups), k):
-            if remaining < k:
-                break
-            if not free[seed]:
-                continue
-            free[seed] = False
-            union = np.zeros(rows.shape[1], dtype=np.int64)
-            union[groups.items[seed]] = 1
-            common = union.copy()
-            chosen = [int(seed)]
-            for _ in range(k - 1):
-                candidates = np.flatnonzero(free)
-                stars = union.sum() + groups.lengths - rows @ union - rows @ common
-                pick = int(candidates[np.argmin(stars[candidates])])
-                free[pick] = False
-                chosen.append(pick)
-                union[groups.items[pick]] = 1
-                common[np.setdiff1d(np.flatnonzero(common), groups.items[pick])] = 0
-            new_groups.append(np.array(chosen))
-            remaining -= k
-    groups.open(new_groups)
-    for record in np.flatnonzero(free):
+
+    def grow(seed: int, free: np.ndarray) -> list[int]:
+        union = np.zeros(rows.shape[1], dtype=np.int64)
+        union[groups.items[seed]] = 1
+        common = union.copy()
+        chosen = [seed]
+        for _ in range(k - 1):
+            candidates = np.flatnonzero(free)
+            stars = union.sum() + groups.lengths - rows @ union - rows @ common
+            pick = int(candidates[np.argmin(stars[candidates])])
+            free[pick] = False
+            chosen.append(pick)
+            union[groups.items[pick]] = 1
+            common[np.setdiff1d(np.flatnonzero(common), groups.items[pick])] = 0
+        return chosen
+
+    for record in _seeded_groups(groups, lambda _distance: grow):
         present = groups.counts > 0
         everywhere = groups.counts == groups.sizes[:, None]
         items = groups.items[record]

@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from ..errors import InputError
 from .emd import EmdTree, equal_emd, hierarchical_emd, ordered_emd, tree_from_paths
-from .table import Table, TableSource, load_table
+from .table import Table, TableSource, as_number, load_table
 
 __all__ = ["AnonymizationResult", "Hierarchy", "anonymize", "load_hierarchies", "read_hierarchy"]
 
@@ -240,14 +240,6 @@ def _factorize(values: Sequence[object]) -> tuple[np.ndarray, list[object]]:
     return codes, list(index)
 
 
-def _as_number(value: object) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
-
 def _sensitive_model(
     values: list[object], group_codes: np.ndarray, weights: np.ndarray, hierarchy: Hierarchy | None = None
 ) -> _Sensitive:
@@ -256,7 +248,7 @@ def _sensitive_model(
         overall = np.bincount(group_codes, weights=weights, minlength=len(values)) / weights.sum()
         tree = tree_from_paths(values, hierarchy.paths, hierarchy.source)
         return _Sensitive(group_codes, len(values), False, overall, tree)
-    numbers = [_as_number(v) for v in values]
+    numbers = [as_number(v) for v in values]
     ordered = all(number is not None for number in numbers)
     if ordered:
         rank = np.empty(len(values), dtype=np.int64)

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..errors import InputError
 from .emd import equal_emd, hierarchical_emd, ordered_emd, tree_from_paths
-from .table import Table
+from .table import Table, as_number
 
 SUPPRESSED = "*"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -55,14 +55,6 @@ _RANGE = re.compile(rf"^\s*([\[(]?)\s*({_NUMBER})\s*(?:-|–|\.\.|,)\s*({_NUMBER
 _BOUND = re.compile(rf"^\s*(<=|>=|<|>|≤|≥)\s*({_NUMBER})\s*$")
 # Violations listed in a check's message and report.
 SHOWN = 5
-
-
-def _as_number(value: Hashable) -> float | None:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def _is_suppressed(value: Hashable) -> bool:
@@ -96,7 +88,7 @@ def generalizes(released: Hashable, original: Hashable, path: tuple[str, ...] | 
     text = str(released)
     if "*" in text and original is not None:
         return fnmatch.fnmatchcase(str(original), text.replace("[", "[[]").replace("?", "[?]"))
-    number = _as_number(original)
+    number = as_number(original)
     return number is not None and _interval_holds(text, number)
 
 
@@ -233,7 +225,7 @@ def _sensitive_figures(
             return l_value, None, "hierarchical (undefined: the release generalizes some values)"
         tree = tree_from_paths(list(distinct), paths, getattr(hierarchy, "source", "hierarchy"))
         return l_value, float(hierarchical_emd(share, overall, tree).max()), "hierarchical"
-    numbers = [_as_number(v) for v in distinct]
+    numbers = [as_number(v) for v in distinct]
     if all(number is not None for number in numbers):
         order = np.argsort(np.asarray(numbers, dtype=float), kind="stable")
         return l_value, float(ordered_emd(share[:, order], overall[order]).max()), "ordered"

@@ -6,6 +6,7 @@ measure and the anonymizer share one loader and one set of error messages.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,15 @@ class Table:
             len(order),
             self.source,
         )
+
+
+def as_number(value: object) -> float | None:
+    """A cell as the number it spells, or None (not a number, or NaN), so numeric cells compare as numbers."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
 
 
 def _read_csv(path: Path) -> Table:

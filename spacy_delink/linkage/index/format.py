@@ -271,16 +271,21 @@ def sidecar_of_format(path: Path, format_name: str, manifest: str = "manifest.js
         return False
 
 
+def _read_json(manifest_path: Path, rebuild: str) -> Any:
+    """The JSON in ``manifest_path``, or a one-line ``IndexFormatError`` that ends with ``rebuild``."""
+    try:
+        return json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); {rebuild}") from None
+
+
 def read_sidecar_manifest(path: Path, format_name: str, kind: str, build: str, rebuild: str, manifest: str = "manifest.json") -> dict[str, Any]:
     """A side index's manifest as a dict of ``format_name``, or a one-line ``IndexFormatError``
     (missing: ``build`` says how to make one; unreadable: ``rebuild``); the caller checks the rest."""
     manifest_path = path / manifest
     if not manifest_path.exists():
         raise IndexFormatError(f"no {kind} index at {path}; {build}")
-    try:
-        data = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); {rebuild}") from None
+    data = _read_json(manifest_path, rebuild)
     if not isinstance(data, dict) or data.get("format") != format_name:
         raise IndexFormatError(f"{path} is not a spacy-delink {kind} index")
     return data
@@ -312,10 +317,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
         raise IndexFormatError(f"{path} is not an index directory; build one with `delink index`")
     if not manifest_path.exists():
         raise IndexFormatError(f"{path} has no {MANIFEST} (missing or half-written index); rebuild it with `delink index`")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise IndexFormatError(f"{manifest_path} is not valid JSON ({err}); rebuild the index with `delink index`") from None
+    manifest = _read_json(manifest_path, "rebuild the index with `delink index`")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise IndexFormatError(f"{path} is not a spacy-delink index (format {found!r})")
