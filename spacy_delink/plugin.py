@@ -43,6 +43,12 @@ SCORE_WEIGHTS: dict[str, float | None] = {
 LINKAGE_SCORER = {"@scorers": "spacy_delink.linkage_scorer.v1"}
 
 
+def index_defaults(**own: Any) -> dict[str, Any]:
+    """An index-backed pipe's ``default_config``: the settings they share (``IndexSettings``), then its own."""
+    shared = {"index": "", "k": 2, "key_file": None, "verify": True, "copy_index": False, "scorer": LINKAGE_SCORER}
+    return {**shared, **own, "readings": list(DEFAULT_READINGS)}
+
+
 @registry.scorers("spacy_delink.linkage_scorer.v1")
 def make_linkage_scorer() -> ScoreFunction:
     """The scorer of every delink component (``scorer = {"@scorers": "spacy_delink.linkage_scorer.v1"}``)."""
@@ -62,16 +68,7 @@ def make_linkage_scorer() -> ScoreFunction:
         "span._.delink_readings",
         "token._.delink_risk",
     ],
-    default_config={
-        "index": "",
-        "k": 2,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "spans_key": "linkable",
-        "scorer": LINKAGE_SCORER,
-        "readings": list(DEFAULT_READINGS),
-    },
+    default_config=index_defaults(spans_key="linkable"),
     default_score_weights=SCORE_WEIGHTS,
 )
 def make_risk_annotator(
@@ -108,18 +105,7 @@ def make_risk_annotator(
         "span._.delink_combinations",
     ],
     default_score_weights=SCORE_WEIGHTS,
-    default_config={
-        "index": "",
-        "k": 2,
-        "arity": THREAT_MODEL_ARITY,
-        "max_combinations": 1000,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "scorer": LINKAGE_SCORER,
-        "flagging": DEFAULT_STRATEGY,
-        "readings": list(DEFAULT_READINGS),
-    },
+    default_config=index_defaults(arity=THREAT_MODEL_ARITY, max_combinations=1000, flagging=DEFAULT_STRATEGY),
 )
 def make_combination_detector(
     nlp: Language,
@@ -157,28 +143,21 @@ def make_combination_detector(
     ],
     retokenizes=True,  # a new Doc on the rewritten text (see extensions.carry_over)
     default_score_weights=SCORE_WEIGHTS,
-    default_config={
-        "index": "",
-        "k": 2,
-        "arity": THREAT_MODEL_ARITY,
-        "key_file": None,
-        "verify": True,
-        "copy_index": False,
-        "max_passes": 5,
-        "granularity": "token",
-        "mask": "[REDACTED]",
-        "task": {"@llm_tasks": "spacy_delink.Rewrite.v1"},
-        "model": {"@llm_models": "spacy_delink.Mask.v1"},
-        "cache_dir": "auto",
-        "cache_batch_size": 1,
-        "require_llm": False,
-        "keep_source": False,
-        "scorer": LINKAGE_SCORER,
-        "flagging": DEFAULT_STRATEGY,
-        "threads": 0,
-        "readings": list(DEFAULT_READINGS),
-        "retrieval": 0,
-    },
+    default_config=index_defaults(
+        arity=THREAT_MODEL_ARITY,
+        max_passes=5,
+        granularity="token",
+        mask="[REDACTED]",
+        task={"@llm_tasks": "spacy_delink.Rewrite.v1"},
+        model={"@llm_models": "spacy_delink.Mask.v1"},
+        cache_dir="auto",
+        cache_batch_size=1,
+        require_llm=False,
+        keep_source=False,
+        flagging=DEFAULT_STRATEGY,
+        threads=0,
+        retrieval=0,
+    ),
 )
 def make_rewriter(
     nlp: Language,

@@ -2,6 +2,7 @@
 syntax, progress that suits the stream, and a help page that puts the text commands first."""
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Callable
@@ -11,6 +12,7 @@ import srsly
 
 from conftest import Outcome
 from spacy_delink.claims import THREAT_MODEL_ARITY, CheckedUnder
+from spacy_delink.cli.protect import model_notes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,7 +45,17 @@ def test_assess_and_protect_check_the_threat_models_arity_by_default(
     assert protected.returncode == 0, protected.stderr
     assert {r["protected_under"]["arity"] for r in srsly.read_jsonl(tmp_path / "p.jsonl")} == {THREAT_MODEL_ARITY}
     assert protected.stderr.startswith(f"2 documents protected under k=2, arity 3, exact, search and gap readings, index {index} (0 already done, 0 redone, 0 skipped)")
+    assert re.search(r"; [0-9.]+ s per document; [0-9.]+ s -> ", protected.stderr), protected.stderr
     assert "not checked" not in protected.stderr
+
+
+def test_protect_shows_the_models_notes_while_it_runs_and_only_then(capsys: pytest.CaptureFixture[str]) -> None:
+    """A local model's load time and threads (``LlamaCpp.v1`` logs them) reach the user as a ``note:`` line."""
+    llm_logger = logging.getLogger("spacy_delink.llm")
+    with model_notes():
+        llm_logger.info("loaded model.gguf in 1.2 s; 2 thread(s) (model.n_threads)")
+    llm_logger.info("after the run: not shown")
+    assert capsys.readouterr().err == "note: loaded model.gguf in 1.2 s; 2 thread(s) (model.n_threads)\n"
 
 
 def test_a_run_below_the_threat_models_arity_says_what_it_did_not_check(

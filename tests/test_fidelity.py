@@ -72,6 +72,8 @@ def test_each_issue_example_is_refused_for_its_reason(server: HostileOpenAI, sen
         ("The tenants sued the company.", "sued the company", "sued the the company", "broken_sentence"),
         ("The tenants sued the company.", "The tenants", "tenants", "broken_sentence"),
         ("The tenants sued the company.", "sued the company.", "took them to court and", "broken_sentence"),
+        # ... and a sentence end inside the span dropped: Qwen 0.5B's "cattle. In" → "in" ("a herd of in 1995")
+        ("The applicant kept a herd of Cika cattle. In 1995 the farm was sold.", "cattle. In", "in", "broken_sentence"),
     ],
 )
 def test_hostile_answers_per_reason(server: HostileOpenAI, sentence: str, span: str, replacement: str, reason: str) -> None:

@@ -20,14 +20,14 @@ import sys
 import time
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 import pytest
 import spacy
 import srsly
 
-from conftest import assert_protected, unavailable
+from conftest import Outcome, assert_protected, unavailable
 from spacy_delink.errors import InputError
 from spacy_delink.extras import MissingExtra
 from spacy_delink.linkage.index import IndexBuilder, open_index
@@ -144,6 +144,22 @@ def test_a_real_model_in_process_protects_and_rephrases(sample_index: Path, gguf
     stats = rewriter.model.stats  # type: ignore[attr-defined]
     assert stats["calls"] > 0 and stats["constrained"] == stats["calls"]  # every prompt decoded under its schema
     assert rewriter.failures()["rejected_malformed"] == 0  # a grammar-bound answer always parses
+
+
+@pytest.mark.slow
+def test_protect_shows_the_models_load_time_threads_and_seconds_per_document(
+    sample_index: Path, gguf: Path, tmp_path: Path, delink: Callable[..., Outcome]
+) -> None:
+    inputs = tmp_path / "in.jsonl"
+    srsly.write_jsonl(inputs, [{"id": number, "text": text} for number, text in enumerate(two_documents())])
+    result = delink(
+        "protect", sample_index, inputs, "-o", tmp_path / "out.jsonl", "--k", K, "--arity", ARITY, "--config", "local",
+        "--llm.model_path", gguf, "--components.delink_rewriter.model.n_threads", "2",
+        "--components.delink_rewriter.cache_dir", "null", "--components.delink_rewriter.max_passes", "1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.search(rf"note: loaded {re.escape(gguf.name)} in [0-9.]+ s; 2 thread\(s\)", result.stderr), result.stderr
+    assert re.search(r"; [0-9.]+ s per document; [0-9.]+ s -> ", result.stderr), result.stderr
 
 
 def _free_port() -> int:

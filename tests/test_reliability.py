@@ -81,7 +81,7 @@ def test_unreachable_endpoint_trips_the_breaker_and_masks(
     assert stats["retries"] == 0  # the backoff waits ended when the breaker opened
     assert summary.endpoint_down == 5 * 12 - stats["calls"]  # one prompt per document and pass: not sent
     assert summary.failures["failed_connection"] == stats["calls"]
-    assert summary.documents == summary.with_mask == 12
+    assert summary.documents == summary.outcomes["with_mask"] == 12
     rows = list(srsly.read_jsonl(tmp_path / "out.jsonl"))
     assert len(rows) == 12 and all(r["protected"] for r in rows)
     for row in rows:

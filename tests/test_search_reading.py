@@ -243,6 +243,7 @@ def test_readings_are_checked_and_named() -> None:
     assert check_readings("search, exact") == ("exact", "search")
     assert check_readings(["exact"]) == ("exact",)
     assert describe(["exact", "search"]) == "exact and search readings"
+    assert describe(iter(["gap", "exact", "search"])) == "exact, search and gap readings"  # an iterator is read once
     with pytest.raises(InputError, match="unknown reading"):
         check_readings("exact,fuzzy")
     with pytest.raises(InputError, match="at least one reading"):

@@ -29,6 +29,8 @@ def test_redact_url_shows_scheme_host_port_path_and_query_names_only(url: str, s
 
 def test_the_llm_endpoint_is_shown_by_the_same_rule() -> None:
     model = OpenAICompatibleModel(
-        f"http://u:{SECRET}@127.0.0.1:9/v1?api-version=2024&sig={SECRET}", "m", None, 1.0, 1.0, 0, 0.0, 1, 0.0, 16, 512, 1, 1.0,
+        f"http://u:{SECRET}@127.0.0.1:9/v1?api-version=2024&sig={SECRET}", "m", api_key_env=None, timeout=1.0, deadline=1.0,
+        retries=0, backoff=0.0, max_in_flight=1, temperature=0.0, max_tokens=16, context_length=512, breaker_threshold=1,
+        breaker_cooldown=1.0,
     )
     assert model.url == "http://***@127.0.0.1:9/v1/chat/completions?api-version=***&sig=***"

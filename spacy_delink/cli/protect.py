@@ -1,8 +1,11 @@
 """`delink protect`: rewrite documents until protected."""
 from __future__ import annotations
 
+import logging
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 
@@ -23,6 +26,23 @@ from .linkage import (
 )
 
 OVERRIDE_EXAMPLE = "--components.delink_rewriter.model.name gpt-4o"
+
+
+@contextmanager
+def model_notes() -> Iterator[None]:
+    """The model's own notes on stderr while protect runs (a local model's load time and threads), as ``note:`` lines."""
+    llm_logger = logging.getLogger("spacy_delink.llm")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("note: %(message)s"))
+    handler.setLevel(logging.INFO)
+    level = llm_logger.level
+    llm_logger.addHandler(handler)
+    llm_logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        llm_logger.removeHandler(handler)
+        llm_logger.setLevel(level)
 
 
 def config_overrides(ctx: typer.Context, settings: list[str]) -> dict[str, str]:
@@ -133,10 +153,11 @@ def protect_command(
     )
     runner = DaskRunner(workers, scheduler) if workers is not None or scheduler is not None else None
     try:
-        summary = protect_file(
-            rewriter, source, output, batch_size=batch_size, skip_invalid=skip_invalid,
-            runner=runner, spec=spec if runner is not None else None, allow_empty=allow_empty,
-        )
+        with model_notes():
+            summary = protect_file(
+                rewriter, source, output, batch_size=batch_size, skip_invalid=skip_invalid,
+                runner=runner, spec=spec if runner is not None else None, allow_empty=allow_empty,
+            )
     finally:
         if runner is not None:
             runner.close()
@@ -144,15 +165,16 @@ def protect_command(
     def counts(counter: dict[str, int], prefix: str) -> str:
         return ", ".join(f"{name.removeprefix(prefix)} {n:,}" for name, n in sorted(counter.items())) or "none"
 
+    per_document = f"{summary.seconds / summary.documents:.2f} s per document; " if summary.documents else ""
     checked = CheckedUnder(k, arity, index, checked_readings)
     ranked = f" and ranked at least {retrieval}-th by BM25 (the text as the query)" if retrieval else ""
     echo_claims(
         f"{summary.documents:,} documents protected under {checked}{ranked} "
         f"({summary.already_done:,} already done, {sum(summary.redone.values()):,} redone, {len(summary.skipped_lines):,} skipped): "
-        f"{summary.rewritten:,} by rewriting alone, {summary.with_mask:,} with mask fallback, "
-        f"{summary.unchanged:,} unchanged; {summary.llm_calls:,} LLM calls; "
+        f"{summary.outcomes['rewritten']:,} by rewriting alone, {summary.outcomes['with_mask']:,} with mask fallback, "
+        f"{summary.outcomes['unchanged']:,} unchanged; {summary.llm_calls:,} LLM calls; "
         f"failed calls: {counts(summary.failures, 'failed_')}; rejected rewrites: {counts(summary.rejected, 'rejected_')}; "
-        f"{summary.seconds:.1f} s -> {output_name(output)}",
+        f"{per_document}{summary.seconds:.1f} s -> {output_name(output)}",
         checked,
     )
     notes = [

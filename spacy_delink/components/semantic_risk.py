@@ -48,26 +48,21 @@ class SemanticRiskAnnotator:
             raise InputError(f"component {name!r}: batch_size must be >= 1, got {settings.batch_size}")
         register_semantic_extensions()
         self.name = name
-        self.index_path = settings.index
-        self.embeddings_path = settings.embeddings
-        self.key_file = settings.key_file
-        self.verify = settings.verify
-        self.model = settings.model
-        self.search = settings.search
-        self.batch_size = settings.batch_size
+        #: Read as configured, nothing copied: the component keeps no state of its own but the opened indexes.
+        self.settings = settings
         self._embeddings: EmbeddingIndex | None = None
         self._encoder: DocumentEncoder | None = None
 
     def _open(self) -> tuple[EmbeddingIndex, DocumentEncoder]:
         if self._embeddings is None or self._encoder is None:
-            if not self.index_path:
+            if not self.settings.index:
                 raise InputError(
                     f"component {self.name!r} has no index; pass config={{'index': 'path/to/index'}} "
                     "(build it with `delink index ... --embeddings`)"
                 )
-            corpus_index = open_index(self.index_path, self.key_file, self.verify)
-            embeddings = EmbeddingIndex(corpus_index, self.embeddings_path, verify=self.verify)
-            encoder = DocumentEncoder(self.model)
+            corpus_index = open_index(self.settings.index, self.settings.key_file, self.settings.verify)
+            embeddings = EmbeddingIndex(corpus_index, self.settings.embeddings, verify=self.settings.verify)
+            encoder = DocumentEncoder(self.settings.model)
             encoder.check_compatible(embeddings.model, str(embeddings.path))
             self._embeddings, self._encoder = embeddings, encoder
         return self._embeddings, self._encoder
@@ -79,7 +74,7 @@ class SemanticRiskAnnotator:
     def _annotate(self, docs: list[Doc]) -> None:
         embeddings, encoder = self._open()
         vectors = encoder.encode([doc.text for doc in docs])
-        exact = None if self.search == "auto" else self.search == "exact"
+        exact = None if self.settings.search == "auto" else self.settings.search == "exact"
         numbers, similarities = embeddings.nearest(vectors, 2, exact=exact)
         doc_ids = self._doc_ids(embeddings)
         for doc, rows, sims in zip(docs, numbers.tolist(), similarities.tolist()):
@@ -100,7 +95,7 @@ class SemanticRiskAnnotator:
         return doc
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int | None = None) -> Iterator[Doc]:
-        size = batch_size or self.batch_size
+        size = batch_size or self.settings.batch_size
         batch: list[Doc] = []
         for doc in stream:
             batch.append(doc)

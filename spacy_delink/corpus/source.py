@@ -83,6 +83,16 @@ def input_format(source: str | Path | StdinCopy, given: Optional[str] = None) ->
 
 
 @dataclass
+class InputRun:
+    """What a command did with an input's documents, for its closing line; ``assess`` and ``protect`` add their counts."""
+
+    documents: int = 0
+    #: The inputs left out as invalid (``--skip-invalid``), each as ``file:line`` or ``file row N``.
+    skipped_lines: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
 class InputSource:
     """An input as every command and the API read it: a path, URL or ``-`` (stdin), its format, its id and text fields.
 

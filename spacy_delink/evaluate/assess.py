@@ -4,14 +4,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..claims import THREAT_MODEL_ARITY
 from ..corpus.rows import InputRow, unique_rows
 from ..corpus.rules import CorpusStats, DocId, check_doc_id, nothing_done
-from ..corpus.source import InputSource, output_format
+from ..corpus.source import InputRun, InputSource, output_format
 from ..errors import InputError
 from ..io.files import check_output_path, refuse_same_file, write_output
 from ..io.jsonl import dumps_jsonl_line
@@ -111,12 +111,10 @@ def _assess_on(
 
 
 @dataclass
-class AssessSummary:
-    documents: int = 0
+class AssessSummary(InputRun):
+    """What `delink assess` found, for its closing line."""
+
     linkable_documents: int = 0
-    #: The inputs left out as invalid (``--skip-invalid``), each as ``file:line`` or ``file row N``.
-    skipped_lines: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 def _ranker(index: CorpusIndex, source_field: str | None) -> RetrievalRanker | None:

@@ -118,7 +118,9 @@ def warn_unread(scripts: Iterable[str], readings: Iterable[str]) -> None:
 
 
 def _known(readings: Iterable[str]) -> list[str]:
-    return [r for r in READINGS if r in ({readings} if isinstance(readings, str) else set(readings))]
+    """The readings among ``readings`` (one name or several, read once), in their canonical order."""
+    given = {readings} if isinstance(readings, str) else set(readings)
+    return [r for r in READINGS if r in given]
 
 
 def listed(readings: Iterable[str]) -> str:
@@ -129,4 +131,5 @@ def listed(readings: Iterable[str]) -> str:
 
 def describe(readings: Iterable[str]) -> str:
     """The readings as words for summaries and reports ("exact and search readings")."""
-    return f"{listed(readings)} reading{'s' if len(_known(readings)) > 1 else ''}"
+    names = _known(readings)  # read once: ``readings`` may be an iterator
+    return f"{listed(names)} reading{'s' if len(names) > 1 else ''}"

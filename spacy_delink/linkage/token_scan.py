@@ -23,6 +23,26 @@ def _mark_ranges(flags: np.ndarray, ranges: np.ndarray) -> None:
 
 
 @nb.njit(cache=True, nogil=True)
+def _token_buffers(capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Room for ``capacity`` tokens: starts, ends, segment starts, spaceless flags (both scans fill them)."""
+    return (
+        np.empty(capacity, dtype=np.int64),
+        np.empty(capacity, dtype=np.int64),
+        np.empty(capacity, dtype=np.bool_),
+        np.empty(capacity, dtype=np.bool_),
+    )
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _word_run_end(codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, kinds: np.ndarray, i: int) -> int:
+    """Where a run of unmasked word characters of ordinary scripts that reaches ``i`` ends."""
+    size = len(codes)
+    while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
+        i += 1
+    return i
+
+
+@nb.njit(cache=True, nogil=True)
 def _scan_codes(
     codes: np.ndarray, classes: np.ndarray, masked: np.ndarray, single: np.ndarray, paragraph_breaks: bool, kinds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -38,11 +58,7 @@ def _scan_codes(
     with no gap before the next piece (docs/languages.md).
     """
     size = len(codes)
-    capacity = size + 1  # every character can be a token of its own
-    starts = np.empty(capacity, dtype=np.int64)
-    ends = np.empty(capacity, dtype=np.int64)
-    segment_start = np.empty(capacity, dtype=np.bool_)
-    spaceless = np.empty(capacity, dtype=np.bool_)
+    starts, ends, segment_start, spaceless = _token_buffers(size + 1)  # every character can be a token of its own
     count = 0
     gap_breaks = True
     i = 0
@@ -85,8 +101,7 @@ def _scan_codes(
         spaceless[count] = kind != _ORDINARY
         i += 1
         if kind == _ORDINARY:
-            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
-                i += 1
+            i = _word_run_end(codes, classes, masked, kinds, i)
         else:
             while i < size and masked[i] == 0 and kinds[codes[i]] == _MARK:
                 i += 1
@@ -111,10 +126,7 @@ def _scan_search(
     a mask breaks a gap: punctuation and paragraph ends join, as in an engine's field.
     """
     size = len(codes)
-    starts = np.empty(size, dtype=np.int64)
-    ends = np.empty(size, dtype=np.int64)
-    segment_start = np.empty(size, dtype=np.bool_)
-    spaceless = np.empty(size, dtype=np.bool_)
+    starts, ends, segment_start, spaceless = _token_buffers(size)
     count = 0
     gap_breaks = True
     i = 0
@@ -130,8 +142,7 @@ def _scan_search(
         spaceless[count] = kind != _ORDINARY
         i += 1
         if kind == _ORDINARY:
-            while i < size and classes[codes[i]] == _WORD and masked[i] == 0 and kinds[codes[i]] == _ORDINARY:
-                i += 1
+            i = _word_run_end(codes, classes, masked, kinds, i)
         elif kind == _HANGUL:  # whatever letters the syllable's jamo fold to (look-alikes: Han, Katakana)
             while i < size and origin[i] == origin[i - 1] and classes[codes[i]] == _WORD and masked[i] == 0:
                 i += 1

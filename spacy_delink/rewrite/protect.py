@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 from ..components.rewriter import DelinkRewriter
 from ..corpus.rows import InputRow
 from ..corpus.rules import CorpusStats, nothing_done
-from ..corpus.source import InputSource
+from ..corpus.source import InputRun, InputSource
 from ..errors import InputError
 from ..io.files import is_stdio, output_lock
 from ..io.streams import StdinCopy
@@ -30,27 +30,25 @@ from .output import appending, check_output, journal_path, resumable, write_tabl
 from .resume import INPUT_DIGEST, PROTECTED_UNDER, protection_settings, read_done, scan_input, settings_text
 
 @dataclass
-class ProtectSummary:
+class ProtectSummary(InputRun):
     """What `delink protect` did, for its closing line."""
 
-    documents: int = 0
+    #: Inputs an earlier run of this output already holds (resumed past, not redone).
     already_done: int = 0
-    rewritten: int = 0
-    with_mask: int = 0
-    unchanged: int = 0
+    #: Documents by how they came out (the rewrite loop's counts): ``rewritten`` (by the
+    #: model's rewrites alone), ``with_mask`` (a mask covered what rewriting left linkable)
+    #: or ``unchanged`` (protected as they came).
+    outcomes: Counter[str] = field(default_factory=Counter)
     llm_calls: int = 0
     #: Model calls that gave no answer, by kind (failed_timeout, failed_endpoint_down, ...).
     failures: Counter[str] = field(default_factory=Counter)
     #: Answers refused by the task's checks, by reason (rejected_echo, rejected_url, ...).
     rejected: Counter[str] = field(default_factory=Counter)
-    #: The inputs left out as invalid (``--skip-invalid``), each as ``file:line`` or ``file row N``.
-    skipped_lines: list[str] = field(default_factory=list)
     #: The input's fields besides the id and the text, copied to the output as they are (never checked).
     copied_fields: list[str] = field(default_factory=list)
     repaired_last_line: bool = False
     #: Records of an earlier run dropped and redone, by why (``input_changed``, ``not_protected``).
     redone: Counter[str] = field(default_factory=Counter)
-    seconds: float = 0.0
 
     @property
     def endpoint_down(self) -> int:
@@ -59,6 +57,8 @@ class ProtectSummary:
 
 
 
+#: How a document can come out of the rewrite loop (``RewriteLoop.run`` counts each in its stats).
+OUTCOMES = ("rewritten", "with_mask", "unchanged")
 #: Batches sent to the workers ahead of the one being written.
 IN_FLIGHT_BATCHES = 8
 _WORKER_REWRITERS: dict[RewriterSpec, DelinkRewriter] = {}
@@ -66,7 +66,7 @@ _WORKER_REWRITERS: dict[RewriterSpec, DelinkRewriter] = {}
 
 def _tally(rewriter: DelinkRewriter) -> Counter[str]:
     """The rewriter's running counts that the summary reports."""
-    tally: Counter[str] = Counter({name: rewriter.stats[name] for name in ("documents", "rewritten", "with_mask", "unchanged")})
+    tally: Counter[str] = Counter({name: rewriter.stats[name] for name in ("documents", *OUTCOMES)})
     tally["llm_calls"] = rewriter.llm_calls()
     tally.update(rewriter.failures())
     return tally
@@ -209,9 +209,7 @@ def protect_file(
         if journal != output:
             write_table_output(journal, output, source, scan)
     summary.documents = tally["documents"]
-    summary.rewritten = tally["rewritten"]
-    summary.with_mask = tally["with_mask"]
-    summary.unchanged = tally["unchanged"]
+    summary.outcomes.update({outcome: tally[outcome] for outcome in OUTCOMES})
     summary.llm_calls = tally["llm_calls"]
     for name, count in tally.items():
         if name.startswith(("rejected_", "failed_")):

@@ -40,10 +40,14 @@ class LoadReport:
     """What loading did to the input, for the command's summary."""
 
     records: int = 0
+    #: Records with no item (they take part like any other).
     empty: int = 0
+    #: Lines whose id an earlier line had: their items were added to that record.
     merged_duplicates: int = 0
+    #: Records over ``max_items`` (they keep their most widely held items), and the items they lost.
     truncated: int = 0
     truncated_items: int = 0
+    #: Users whose queries form several topic threads (``threads``), each then a record of its own.
     users_split: int = 0
     skipped_lines: list[int] = field(default_factory=list)
 

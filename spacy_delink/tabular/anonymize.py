@@ -148,6 +148,26 @@ class _Sensitive:
         return ordered_emd(share, self.overall) if self.ordered else equal_emd(share, self.overall)
 
 
+@dataclass(frozen=True)
+class _Models:
+    """The privacy models every released class must satisfy (None: not asked for)."""
+
+    k: int | None
+    l: int | None
+    t: float | None
+
+    def check(self) -> None:
+        """One line per bad setting: at least one model, each within its range."""
+        if self.k is None and self.l is None and self.t is None:
+            raise InputError("no privacy model given; set k (k-anonymity), l (l-diversity) or t (t-closeness)")
+        if self.k is not None and (not isinstance(self.k, int) or self.k < 1):
+            raise InputError(f"k must be a whole number >= 1, got {self.k!r}")
+        if self.l is not None and (not isinstance(self.l, int) or self.l < 1):
+            raise InputError(f"l must be a whole number >= 1, got {self.l!r}")
+        if self.t is not None and not 0.0 <= self.t <= 1.0:
+            raise InputError(f"t must lie in [0, 1], got {self.t!r}")
+
+
 class _Lattice:
     """The data grouped into distinct (QI, sensitive) tuples with weights, ready to score transformations."""
 
@@ -156,14 +176,12 @@ class _Lattice:
         table: Table,
         hierarchies: Mapping[str, Hierarchy],
         sensitive: Sequence[str],
-        k: int | None,
-        l: int | None,
-        t: float | None,
+        models: _Models,
         sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
     ) -> None:
         self.qis = list(hierarchies)
         self.heights = [hierarchies[name].height for name in self.qis]
-        self.k, self.l, self.t = k or 1, l, t
+        self.k, self.l, self.t = models.k or 1, models.l, models.t
         leaf_codes, self.level_codes, self.level_labels = [], [], []
         for name in self.qis:
             codes, level_codes, level_labels = _encode_qi(table, name, hierarchies[name])
@@ -338,29 +356,16 @@ def _search(
 
 
 def _check_arguments(
-    table: Table,
-    hierarchies: Mapping[str, Hierarchy],
-    sensitive: Sequence[str],
-    k: int | None,
-    l: int | None,
-    t: float | None,
-    suppression_limit: float,
+    table: Table, hierarchies: Mapping[str, Hierarchy], sensitive: Sequence[str], models: _Models, suppression_limit: float
 ) -> None:
     if not hierarchies:
         raise InputError("no quasi-identifiers: give a hierarchy for at least one column")
     if table.n_rows == 0:
         raise InputError(f"{table.source}: no rows to anonymize")
-    if k is None and l is None and t is None:
-        raise InputError("no privacy model given; set k (k-anonymity), l (l-diversity) or t (t-closeness)")
-    if k is not None and (not isinstance(k, int) or k < 1):
-        raise InputError(f"k must be a whole number >= 1, got {k!r}")
-    if l is not None and (not isinstance(l, int) or l < 1):
-        raise InputError(f"l must be a whole number >= 1, got {l!r}")
-    if t is not None and not 0.0 <= t <= 1.0:
-        raise InputError(f"t must lie in [0, 1], got {t!r}")
+    models.check()
     if not 0.0 <= suppression_limit <= 1.0:
         raise InputError(f"suppression limit must lie in [0, 1] (a share of the rows), got {suppression_limit!r}")
-    if (l is not None or t is not None) and not sensitive:
+    if (models.l is not None or models.t is not None) and not sensitive:
         raise InputError("l-diversity and t-closeness need at least one sensitive column")
     overlap = sorted(set(hierarchies) & set(sensitive))
     if overlap:
@@ -392,11 +397,12 @@ def anonymize(
     loaded = load_hierarchies(hierarchies)
     trees = load_hierarchies(sensitive_hierarchies or {})
     sensitive = list(sensitive)
-    _check_arguments(data, loaded, sensitive, k, l, t, suppression_limit)
+    models = _Models(k, l, t)
+    _check_arguments(data, loaded, sensitive, models, suppression_limit)
     unknown = sorted(set(trees) - set(sensitive))
     if unknown:
         raise InputError(f"sensitive hierarchies for {unknown}, which are not sensitive columns; list them in --sensitive")
-    lattice = _Lattice(data, loaded, sensitive, k, l, t, trees)
+    lattice = _Lattice(data, loaded, sensitive, models, trees)
     budget = math.floor(suppression_limit * data.n_rows + 1e-9)
     nodes = list(itertools.product(*(range(h) for h in lattice.heights)))
     valid, evaluated = _search(lattice, nodes, budget, monotone=t is None or budget == 0, progress=progress)

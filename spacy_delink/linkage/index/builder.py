@@ -95,15 +95,18 @@ class BuildSummary:
     """What a build produced; printed by ``delink index`` and stored in the manifest."""
 
     documents: int = 0
+    #: Documents with no token (indexed: they count towards the collection).
     empty_documents: int = 0
     #: Positions indexed: every reading's tokens (``reading_tokens`` has them per reading).
     tokens: int = 0
     reading_tokens: dict[str, int] = field(default_factory=dict)
+    #: Distinct n-grams (keys), in all and per level.
     ngrams: int = 0
     ngrams_per_level: dict[int, int] = field(default_factory=dict)
     postings: int = 0
     bytes_on_disk: int = 0
     seconds: float = 0.0
+    #: Pieces of the collection built apart and merged (``partitions.py``), and shards per level.
     partitions: int = 0
     shards: int = 1
     #: Levels stored: max_n, or max_n + max_n_chars when the search reading holds longer

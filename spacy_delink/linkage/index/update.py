@@ -85,6 +85,7 @@ class UpdateSummary:
     #: Documents of the index read back from the forward store (R, module docstring).
     linked_documents: int = 0
     ngrams_per_level: dict[int, int] = field(default_factory=dict)
+    #: Postings the delta adds to n-grams the index already held (new n-grams: ``ngrams_per_level``).
     additions: int = 0
     bytes_on_disk: int = 0
     seconds: float = 0.0

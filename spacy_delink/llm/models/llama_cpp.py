@@ -102,7 +102,8 @@ class LlamaCppModel:
                 seed=self.seed,
                 verbose=False,
             )
-            logger.info("loaded %s in %.1f s", path, time.perf_counter() - started)
+            threads = getattr(self._llama, "n_threads", None) or self.n_threads
+            logger.info("loaded %s in %.1f s; %s thread(s) (model.n_threads)", path.name, time.perf_counter() - started, threads)
         return self._llama
 
     def __call__(self, prompts: Iterable[Iterable[str]]) -> Iterable[Iterable[str]]:

@@ -151,6 +151,7 @@ class OpenAICompatibleModel:
         self,
         base_url: str,
         name: str,
+        *,
         api_key_env: Optional[str],
         timeout: float,
         deadline: float,
@@ -359,6 +360,7 @@ def make_openai_compatible(
     prompt's answer schema in that form for constrained decoding (module docstring).
     """
     return OpenAICompatibleModel(
-        base_url, name, api_key_env, timeout, deadline, retries, backoff, max_in_flight, temperature, max_tokens,
-        context_length, breaker_threshold, breaker_cooldown, response_format,
+        base_url, name, api_key_env=api_key_env, timeout=timeout, deadline=deadline, retries=retries, backoff=backoff,
+        max_in_flight=max_in_flight, temperature=temperature, max_tokens=max_tokens, context_length=context_length,
+        breaker_threshold=breaker_threshold, breaker_cooldown=breaker_cooldown, response_format=response_format,
     )

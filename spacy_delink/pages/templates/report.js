@@ -1,5 +1,5 @@
 (function(){
-  // The words and counts of a document's risk, as report.py's DocumentRisk computes them (delink serve's page
+  // The words and counts of a document's risk, as evaluate/assess_page.py's DocumentRisk computes them (delink serve's page
   // reads them from here): whole phrases are runs of linkable N-grams that overlap, touch or have only GAP between.
   var GAP=' \t\n\r\f\v\u00a0';
   function wholePhrases(text,ngrams){
@@ -12,7 +12,7 @@
     });
     return runs.map(function(r){return {start:r[0],end:r[1],text:chars.slice(r[0],r[1]).join(''),support:r[2]};});
   }
-  function combinations(record){  // found, the groups listing them, whether a cap cut the search (report.py: _combination_counts)
+  function combinations(record){  // found, the groups listing them, whether a cap cut the search (pages/markup.py: combination_counts)
     var listed=(record.combinations||[]).length;
     var count=record.combination_count!==undefined?record.combination_count:listed;
     var groups=record.combination_groups!==undefined?record.combination_groups:listed;
@@ -20,7 +20,7 @@
     return {count:count,groups:groups,capped:capped,
       text:count?count.toLocaleString('en-US')+(capped?'+':'')+' in '+groups.toLocaleString('en-US')+' group'+(groups===1?'':'s'):'0'};
   }
-  function facts(text,record){  // the facts of report.py's DocumentRisk
+  function facts(text,record){  // the facts of assess_page.py's DocumentRisk
     var phrases=wholePhrases(text,record.ngrams||[]); var total=Array.from(text).length; var covered=0; var seen={}; var distinct=0;
     phrases.forEach(function(p){covered+=p.end-p.start; if(!Object.prototype.hasOwnProperty.call(seen,p.text)){seen[p.text]=1;distinct++;}});
     var permille=total?Math.floor((2000*covered+total)/(2*total)):0;

@@ -161,7 +161,7 @@
   // -- drawing ------------------------------------------------------------------------------
   function comboList(side, record, data) {
     if (!data.c.length) { return null; }
-    // The report's words (report.py: _combination_list): combinations as found, and the groups listing them.
+    // The report's words (pages/markup.py: _combination_list): combinations as found, and the groups listing them.
     var counts = window.delinkRisk.combinations(record);
     var where = side === 'before' ? 'de-identified' : 'protected';
     var shown = counts.groups > data.c.length ? ' (first ' + data.c.length + ' shown)' : '';

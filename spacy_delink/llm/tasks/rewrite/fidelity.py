@@ -14,7 +14,8 @@ changed fact. A rewrite is refused, by the first reason that applies, when it
 - ``negation``: adds or drops a negation, a modal or a hedge ("not", "never", "may",
   "must", "alleged" …): the outcome reversed, an allegation stated as a fact;
 - ``broken_sentence``: says a word twice in a row where the sentence does not ("the the"),
-  or leaves the sentence no longer starting with a capital or ending with its mark.
+  leaves the sentence no longer starting with a capital or ending with its mark, or drops
+  or adds a sentence end inside the span ("cattle. In 1995" → "in 1995": "a herd of in 1995").
 
 Words are compared case-folded; the mask may stand anywhere. The rules are English and
 German; they are a floor, not a proof of faithfulness (docs/llm.md shows what passes).
@@ -58,6 +59,8 @@ POLARITY_WORDS = {
 }
 #: Marks that end a sentence.
 _SENTENCE_END = ".!?…:;\"'”’)]"
+#: A sentence end with more text after it: its mark (and closing quotes or brackets), a space, a word.
+_INNER_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+\S")
 
 
 def _words(text: str) -> List[str]:
@@ -138,6 +141,7 @@ class FidelityCheck:
             bool(_doubled(rewritten) - _doubled(sentence))
             or (_starts_like_a_sentence(sentence) and not _starts_like_a_sentence(rewritten))
             or (sentence.rstrip()[-1:] in _SENTENCE_END and rewritten.rstrip()[-1:] not in _SENTENCE_END)
+            or len(_INNER_SENTENCE_END.findall(span)) != len(_INNER_SENTENCE_END.findall(replacement))
         )
         if broken:
             yield "broken_sentence"
