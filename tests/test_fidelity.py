@@ -58,6 +58,9 @@ def test_each_issue_example_is_refused_for_its_reason(server: HostileOpenAI, sen
         # invented_number: a new year, a number word, digits in a name
         ("The farm was registered in 1997.", "registered in 1997", "registered in 1871", "invented_number"),
         ("The farm was sold to the neighbours.", "the neighbours", "three neighbours", "invented_number"),
+        # ... or one the sentence holds, once more (Qwen 0.5B on TAB: who was convicted changes)
+        ("The judge convicted the applicants and sentenced the first applicant to prison.", "convicted the applicants",
+         "convicted the first applicant", "invented_number"),
         # invented_name: a court, a person, a town the sentence does not name
         ("The farm was sold to the neighbours.", "to the neighbours", "to Mr Novak", "invented_name"),
         ("The appeal was heard by the court.", "by the court", "by the Constitutional Court", "invented_name"),

@@ -4,8 +4,10 @@ The other checks of ``task`` see echoes, look-alikes and injected content; these
 changed fact. A rewrite is refused, by the first reason that applies, when it
 
 - ``invented_number``: writes a number (digits, a number word, an ordinal: "first") that
-  the sentence does not hold, unless it is one of the generalizer's forms of a number or
-  date the sentence holds ("the 1990s" for 1997, ``models.generalize``);
+  the sentence does not hold, or once more than it does ("convicted the applicants" →
+  "convicted the first applicant" beside "sentenced the first applicant"), unless it is one
+  of the generalizer's forms of a number or date the sentence holds ("the 1990s" for 1997,
+  ``models.generalize``);
 - ``invented_name``: writes a capitalized word the sentence does not hold (in any case): a
   proper noun or a court, not the first word of the sentence;
 - ``rarer_word``: writes a word rarer in the collection (document frequency from the
@@ -73,15 +75,15 @@ def _polarity(text: str) -> Counter[str]:
     return Counter(word for word in _words(spelled) if word in POLARITY_WORDS)
 
 
-def _numbers(text: str) -> set[str]:
-    """The numbers of ``text`` as digit strings (separators dropped), number words and ordinals case-folded.
+def _numbers(text: str) -> Counter[str]:
+    """The numbers of ``text``, each as often as it occurs: digit strings (separators dropped), number words and ordinals case-folded.
 
     Number words are spaCy's English ``like_num`` (spaCy has none for German) and a few ordinals of both.
     """
-    found = {re.sub(r"\D", "", number) for number in _NUMBER.findall(text)}
+    found = Counter(re.sub(r"\D", "", number) for number in _NUMBER.findall(text))
     for word in _words(text.lower()):
         if not any(ch.isdigit() for ch in word) and (english_like_num(word) or word in _ORDINAL_WORDS):
-            found.add(word)
+            found[word] += 1
     return found
 
 
@@ -123,8 +125,8 @@ class FidelityCheck:
         """Every reason that applies, in the order of ``FIDELITY_REASONS`` (lazily: the first one checked wins)."""
         replacement = replacement.replace(self.mask, " ")
         rewritten = rewritten.replace(self.mask, " ")
-        allowed_numbers = _numbers(sentence) | _generalizations(sentence)
-        if _numbers(replacement) - allowed_numbers:
+        held, generalized = _numbers(sentence), _generalizations(sentence)
+        if any(count > held[number] and number not in generalized for number, count in _numbers(rewritten).items()):
             yield "invented_number"
         known = {w.lower() for w in _words(sentence)}
         at_start = rewritten.lstrip().startswith(replacement.lstrip()) if replacement.strip() else False
