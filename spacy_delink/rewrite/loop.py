@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ..llm.models.generalize import Generalizer
 
 logger = logging.getLogger("spacy_delink.rewriter")
+#: How a document can come out of the loop; ``RewriteLoop.run`` counts each in its stats.
+OUTCOMES = ("rewritten", "with_mask", "unchanged")
 
 
 @dataclass

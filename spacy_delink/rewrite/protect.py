@@ -26,6 +26,7 @@ from ..linkage.index.runners import Runner
 from ..memory import check_document_size
 from ..progress import Progress
 from .config import RewriterSpec
+from .loop import OUTCOMES
 from .output import appending, check_output, journal_path, resumable, write_table_output
 from .resume import INPUT_DIGEST, PROTECTED_UNDER, protection_settings, read_done, scan_input, settings_text
 
@@ -57,8 +58,6 @@ class ProtectSummary(InputRun):
 
 
 
-#: How a document can come out of the rewrite loop (``RewriteLoop.run`` counts each in its stats).
-OUTCOMES = ("rewritten", "with_mask", "unchanged")
 #: Batches sent to the workers ahead of the one being written.
 IN_FLIGHT_BATCHES = 8
 _WORKER_REWRITERS: dict[RewriterSpec, DelinkRewriter] = {}
