@@ -250,3 +250,25 @@ def test_incremental_and_full_loops_agree(tmp_path: Path, seed: int) -> None:
         assert (mine.text, mine.passes, mine.edits) == (theirs.text, theirs.passes, theirs.edits)
         assert mine.protected and mine.detection.text == mine.text
         assert_protected(corpus, mine.text, k, arity, max_n=max_n, index=index)  # every reading the loop checked
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_bridge_decisions_kept_across_passes_are_a_fresh_index_s(tmp_path: Path, seed: int) -> None:
+    """The gap reading keeps each bridge's decision per opened index (``GapLookup.decisions``):
+    every pass of a masking loop, and every text after the first, reads what an index opened
+    afresh for that one detection reads."""
+    rng = random.Random(seed)
+    _, index, texts, k, arity, _ = random_setting(seed, tmp_path)
+    strategy, granularity = STRATEGIES[seed % len(STRATEGIES)], rng.choice(GRANULARITIES)
+    kept = 0
+    for text in texts:
+        detection = detect(index, text, k, arity, flagging=strategy)
+        while True:
+            fresh = detect(CorpusIndex(tmp_path / "index"), detection.text, k, arity, flagging=strategy, carried=detection.known_sources)
+            same_detection(detection, fresh)
+            if detection.protected:
+                break
+            detection = detect(index, masked(detection.text, mask_ranges(detection, granularity)), k, arity, flagging=strategy,
+                               carried=detection.known_sources)
+        kept = max(kept, len(index.__dict__["_gap_lookup"].decisions) if "_gap_lookup" in index.__dict__ else 0)
+    assert kept > 0  # the masks made bridges, and their decisions were kept

@@ -194,9 +194,11 @@ def analyze_gap(
     }
     skipped = _holding_a_single(search, bridges["first"], bridges["last"])
     holders = RunHolders(index, search, lookup)
-    # A bridge's findings depend on its runs' words alone (its place only says where it is): a text
-    # with many masks repeats bridges, each decided once (the first bridge with those runs).
-    decided: dict[tuple[bytes, ...], int] = {}
+    # A bridge's findings depend on its runs' words alone (its place only says where it is), with
+    # the sources and k it is read with: a text with many masks repeats bridges, and a rewriter's
+    # passes re-read every bridge no new mask touched, so each is decided once per opened index
+    # (``lookup.decisions``).
+    reading = sources.tobytes() + np.array([unknown, k], dtype=np.int64).tobytes()
     words_of_bridge: list[tuple[bytes, ...]] = []
     starts = segments[:, 0].tolist()
     word_bytes = numbers.astype(np.int64).tobytes()  # a bridge's runs as bytes: slicing them costs less than arrays
@@ -207,12 +209,16 @@ def analyze_gap(
         bridges["key"][i] = b"|".join(words)
         if skipped[i]:
             continue
-        same = decided.setdefault(words, i)
-        if same == i:
+        memo = b"".join(np.int64(len(run)).tobytes() + run for run in words) + reading
+        known = lookup.decisions.get(memo)
+        if known is None:
             _decide(lookup, bridges, i, runs_of(first, last, starts, numbers), sources, unknown, k, max_gap, holders.of(first, last, starts))
+            if len(lookup.decisions) >= _DECISIONS_KEPT:
+                lookup.decisions.clear()
+            lookup.decisions[memo] = tuple(bridges[name][i].item() for name in _DECIDED)
         else:
-            for name in _DECIDED:
-                bridges[name][i] = bridges[name][same]
+            for name, value in zip(_DECIDED, known):
+                bridges[name][i] = value
     versions: list[tuple[int, np.ndarray]] = []
     eligible = np.flatnonzero((bridges["stretches"] == 1) & bridges["frequent"])
     if arity >= 2 and len(eligible):
@@ -240,6 +246,9 @@ def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarr
 
 #: What ``_decide`` writes of a bridge.
 _DECIDED = ("linkable", "frequent", "support", "slop", "rule")
+#: Bridge decisions an opened index keeps across passes and texts (about 300 bytes each; one
+#: text of 10,000 characters at arity 3 decides some 14,000 over its passes).
+_DECISIONS_KEPT = 1 << 16
 
 
 def _decide(

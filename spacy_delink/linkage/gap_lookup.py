@@ -194,6 +194,9 @@ class GapLookup:
         self._cached_bytes = 0
         #: The search reading's posting lists of runs, by (length, row) (``RunHolders``).
         self.run_documents: dict[tuple[int, int], np.ndarray] = {}
+        #: Bridges already decided (``gap._decide``), by their runs' words and the sources and k
+        #: they were read with: a rewriter's passes re-read every bridge that no new mask touched.
+        self.decisions: dict[bytes, tuple[bool, bool, int, int, int]] = {}
 
     def occurrences(self, number: int) -> int:
         return int(self.starts[number + 1] - self.starts[number])
