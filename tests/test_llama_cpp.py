@@ -12,6 +12,7 @@ OpenAI-compatible server on 127.0.0.1.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -32,6 +33,8 @@ from spacy_delink.errors import InputError
 from spacy_delink.extras import MissingExtra
 from spacy_delink.linkage.index import IndexBuilder, open_index
 from spacy_delink.llm.models.llama_cpp import make_llama_cpp
+from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
+from spacy_delink.llm.tasks.rewrite.task import answer_schema
 from spacy_delink.rewrite.config import load_rewriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,6 +151,38 @@ def test_a_real_model_in_process_protects_and_rephrases(sample_index: Path, gguf
     stats = rewriter.model.stats  # type: ignore[attr-defined]
     assert stats["calls"] > 0 and stats["constrained"] == stats["calls"]  # every prompt decoded under its schema
     assert rewriter.failures()["rejected_malformed"] == 0  # a grammar-bound answer always parses
+
+
+#: Spans a schema-bound answer once broke on: a paragraph end came back as a raw line break
+#: (unreadable as strict JSON), and a quote or a backslash crashed the process.
+AWKWARD_SPANS = ["the end of the facts.\n\nThe applicant", 'was called "dangerous" by', "the file C:\\cases\\1 was", "a\ttab"]
+_DECODE_AWKWARD = """
+import json, sys
+from spacy_delink.llm.models.llama_cpp import make_llama_cpp
+from spacy_delink.llm.tasks.rewrite.parser import extract_json_list
+from spacy_delink.llm.tasks.rewrite.task import answer_schema
+from spacy_delink.llm.tasks.rewrite.task import RewritePrompt, answer_schema
+model = make_llama_cpp(sys.argv[1], n_threads=2, max_tokens=96)
+spans = json.loads(sys.argv[2])
+prompts = [RewritePrompt("Rewrite the span less specifically: " + json.dumps(span), answer_schema([{"id": 1, "span": span}])) for span in spans]
+print(json.dumps(list(model([prompts]))[0]))
+"""
+
+
+@pytest.mark.slow
+def test_spans_with_paragraph_ends_quotes_and_backslashes_decode_and_parse(gguf: Path) -> None:
+    """Each awkward span decodes under its schema without crashing (a child process, so a crash
+    fails this test rather than the run) and its answer parses, a fixed span as it was asked."""
+    result = subprocess.run(
+        [sys.executable, "-c", _DECODE_AWKWARD, str(gguf), json.dumps(AWKWARD_SPANS)], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = json.loads(result.stdout.splitlines()[-1])
+    for span, answer in zip(AWKWARD_SPANS, answers, strict=True):
+        entries = extract_json_list(answer)
+        assert entries and entries[0]["id"] == 1 and isinstance(entries[0]["replacement"], str), (span, answer)
+        if answer_schema([{"id": 1, "span": span}])["prefixItems"][0]["properties"]["span"].get("const") == span:
+            assert " ".join(entries[0]["span"].split()) == " ".join(span.split()), (span, answer)
 
 
 @pytest.mark.slow

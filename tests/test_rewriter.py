@@ -183,6 +183,10 @@ def test_answers_are_parsed_robustly_and_validated() -> None:
     assert extract_json_list('{"span": "a", "replacement": "b"}') == [{"span": "a", "replacement": "b"}]
     assert extract_json_list('Here: [{"span": "a", "replacement": "b"}] (and [1] more)') == [{"span": "a", "replacement": "b"}]
     assert extract_json_list("no json here") is None
+    # llama.cpp's grammar writes a fixed span's paragraph end as a raw line break (test_llama_cpp)
+    assert extract_json_list('[{"id": 1, "span": "facts.\n\nThe", "replacement": "b\tc"}]') == [
+        {"id": 1, "span": "facts.\n\nThe", "replacement": "b\tc"}
+    ]
     task = make_rewrite_task(context="window", window=5)
     text = "He lived near the river Mura in Prekmurje for years."
     spans = [(24, 28), (32, 41), (18, 23)]

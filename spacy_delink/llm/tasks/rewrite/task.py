@@ -86,6 +86,17 @@ class RewritePrompt(str):
 #: the process), as it did for a 270-character TAB span (limit 1,080). The too_long check
 #: still applies its own limit to every answer.
 SCHEMA_MAX_LENGTH = 500
+#: A span holding one of these is not fixed as a constant: llama-cpp-python (0.3.36, in process
+#: and its server) copies a constant's JSON escapes ``\"`` and ``\\`` into its grammar
+#: unescaped, and the grammar it then cannot parse crashes the process.
+_UNFIXABLE = ('"', "\\")
+
+
+def _span_schema(span: str) -> Dict[str, Any]:
+    """The span as a constant, or as a string of its length where a constant would break the grammar."""
+    if any(mark in span for mark in _UNFIXABLE):
+        return {"type": "string", "maxLength": min(len(span), SCHEMA_MAX_LENGTH)}
+    return {"const": span}
 
 
 def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -93,14 +104,14 @@ def answer_schema(items: List[Dict[str, Any]]) -> Dict[str, Any]:
 
     Decoding under it leaves the model only the replacements to write, none longer than
     the too_long check accepts (nor than ``SCHEMA_MAX_LENGTH``); the answer is still
-    checked like any other.
+    checked like any other, and a span the model had to write itself must be the one asked.
     """
     entries = [
         {
             "type": "object",
             "properties": {
                 "id": {"const": item["id"]},
-                "span": {"const": item["span"]},
+                "span": _span_schema(item["span"]),
                 "replacement": {"type": "string", "minLength": 1, "maxLength": min(longest_replacement(item["span"]), SCHEMA_MAX_LENGTH)},
             },
             "required": ["id", "span", "replacement"],
