@@ -77,6 +77,9 @@ def test_each_issue_example_is_refused_for_its_reason(server: HostileOpenAI, sen
         ("The tenants sued the company.", "sued the company.", "took them to court and", "broken_sentence"),
         # ... and a sentence end inside the span dropped: Qwen 0.5B's "cattle. In" → "in" ("a herd of in 1995")
         ("The applicant kept a herd of Cika cattle. In 1995 the farm was sold.", "cattle. In", "in", "broken_sentence"),
+        # ... or a paragraph end: Qwen 0.5B on TAB ("continued the action. On down to commence")
+        ("He went bankrupt on that day and the trustee continued the action.\n\nThe trial was set down to commence in May.",
+         "continued the action.\n\nThe trial was set", "continued the action. On", "broken_sentence"),
     ],
 )
 def test_hostile_answers_per_reason(server: HostileOpenAI, sentence: str, span: str, replacement: str, reason: str) -> None:
@@ -92,6 +95,7 @@ def test_hostile_answers_per_reason(server: HostileOpenAI, sentence: str, span: 
         ("The farm near the river was sold.", "near the river", "close to the stream"),  # df 30 >= 20, the rarest replaced
         ("The Court dismissed the appeal.", "The Court dismissed", "The Court rejected"),
         ("The applicants appealed. On that day the court ruled.", "The applicants appealed. On", "An appeal was lodged. On"),
+        ("The applicants appealed.\n\nOn that day the court ruled.", "The applicants appealed.\n\nOn", "An appeal was lodged.\n\nOn"),
     ],
 )
 def test_faithful_answers_are_accepted(server: HostileOpenAI, sentence: str, span: str, replacement: str) -> None:

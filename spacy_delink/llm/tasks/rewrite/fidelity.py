@@ -17,7 +17,8 @@ changed fact. A rewrite is refused, by the first reason that applies, when it
   "must", "alleged" …): the outcome reversed, an allegation stated as a fact;
 - ``broken_sentence``: says a word twice in a row where the sentence does not ("the the"),
   leaves the sentence no longer starting with a capital or ending with its mark, or drops
-  or adds a sentence end inside the span ("cattle. In 1995" → "in 1995": "a herd of in 1995").
+  or adds a sentence end inside the span ("cattle. In 1995" → "in 1995": "a herd of in 1995")
+  or a paragraph end ("the action.¶The trial was set down" → "the action. On down").
 
 Words are compared case-folded; the mask may stand anywhere. The rules are English and
 German; they are a floor, not a proof of faithfulness (docs/llm.md shows what passes).
@@ -63,6 +64,8 @@ POLARITY_WORDS = {
 _SENTENCE_END = ".!?…:;\"'”’)]"
 #: A sentence end with more text after it: its mark (and closing quotes or brackets), a space, a word.
 _INNER_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*\s+\S")
+#: A paragraph end or line break (one run of them): a rewrite keeps the text's layout.
+_LINE_BREAKS = re.compile(r"\s*[\n\r\u2028\u2029]\s*")
 
 
 def _words(text: str) -> List[str]:
@@ -144,6 +147,7 @@ class FidelityCheck:
             or (_starts_like_a_sentence(sentence) and not _starts_like_a_sentence(rewritten))
             or (sentence.rstrip()[-1:] in _SENTENCE_END and rewritten.rstrip()[-1:] not in _SENTENCE_END)
             or len(_INNER_SENTENCE_END.findall(span)) != len(_INNER_SENTENCE_END.findall(replacement))
+            or len(_LINE_BREAKS.findall(span)) != len(_LINE_BREAKS.findall(replacement))
         )
         if broken:
             yield "broken_sentence"
