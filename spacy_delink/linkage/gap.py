@@ -213,9 +213,7 @@ def analyze_gap(
         known = lookup.decisions.get(memo)
         if known is None:
             _decide(lookup, bridges, i, runs_of(first, last, starts, numbers), sources, unknown, k, max_gap, holders.of(first, last, starts))
-            if len(lookup.decisions) >= _DECISIONS_KEPT:
-                lookup.decisions.clear()
-            lookup.decisions[memo] = tuple(bridges[name][i].item() for name in _DECIDED)
+            lookup.keep_decision(memo, tuple(bridges[name][i].item() for name in _DECIDED))
         else:
             for name, value in zip(_DECIDED, known):
                 bridges[name][i] = value
@@ -246,9 +244,6 @@ def _holding_a_single(search: LinkageAnalysis, first: np.ndarray, last: np.ndarr
 
 #: What ``_decide`` writes of a bridge.
 _DECIDED = ("linkable", "frequent", "support", "slop", "rule")
-#: Bridge decisions an opened index keeps across passes and texts (about 300 bytes each; one
-#: text of 10,000 characters at arity 3 decides some 14,000 over its passes).
-_DECISIONS_KEPT = 1 << 16
 
 
 def _decide(

@@ -15,6 +15,9 @@ from .index.gapstore import GapStore
 
 #: Bytes of gap results kept per opened index (bridges recur across a text's passes and across texts).
 _CACHE_BYTES = 64 << 20
+#: Bridge decisions kept per opened index (about 300 bytes each; one text of 10,000 characters
+#: at arity 3 decides some 14,000 over its passes).
+_DECISIONS_KEPT = 1 << 16
 
 
 @nb.njit(cache=True, nogil=True)
@@ -252,6 +255,12 @@ class GapLookup:
             self._cached_bytes = 0
         self._cache[key] = found
         self._cached_bytes += size
+
+    def keep_decision(self, key: bytes, decision: tuple[bool, bool, int, int, int]) -> None:
+        """Keep a bridge's decision (``decisions``), within ``_DECISIONS_KEPT``."""
+        if len(self.decisions) >= _DECISIONS_KEPT:
+            self.decisions.clear()
+        self.decisions[key] = decision
 
 
 def lookup_of(index: CorpusIndex) -> GapLookup:
